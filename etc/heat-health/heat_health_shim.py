@@ -1,0 +1,1 @@
+from heat_health.resources import resource_mapping  # noqa
