@@ -53,7 +53,7 @@ class HealthEndpoint(object):
         target = resource_locator.locate(
             ctxt, stack_identity, resource_name,
             cfg.CONF.heat_health.max_nested_depth)
-        user = ctxt.user_name or ctxt.user_id
+        user = ctxt.username or ctxt.user_name or ctxt.user_id
         reason = (resource_status_reason or
                   DEFAULT_REASONS[mark_unhealthy] % user)
         self._heat_engine.resource_mark_unhealthy(

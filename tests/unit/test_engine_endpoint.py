@@ -1,0 +1,154 @@
+"""mark_unhealthy in heat-health-engine, against Heat's real engine code.
+
+Heat's EngineService runs in-process in place of its RPC client, so the
+state changes, locks and errors are Heat's own.
+"""
+
+from heat.common import exception
+from heat.common import template_format
+from heat.engine import service as heat_service
+from heat.engine import stack as heat_stack
+from heat.engine import template
+from heat.tests.engine import tools
+from heat.tests import utils
+from oslo_config import cfg
+import oslo_messaging
+
+from heat_health.engine import endpoint
+from heat_health.objects import marking as marking_object
+from tests.unit import base
+
+TEMPLATE = '''
+heat_template_version: 2018-08-31
+resources:
+  web:
+    type: OS::Heat::TestResource
+    properties:
+      value: web
+'''
+
+
+class InProcessHeatEngine(object):
+    """Heat's EngineService with errors surfacing as over RPC."""
+
+    def __init__(self):
+        self.eng = heat_service.EngineService('a-host', 'engine')
+        self.eng.thread_group_mgr = tools.DummyThreadGroupManager()
+        self.eng.engine_id = 'heat-engine-in-test'
+
+    def resource_mark_unhealthy(self, ctxt, *args):
+        try:
+            return self.eng.resource_mark_unhealthy(ctxt, *args)
+        except oslo_messaging.ExpectedException as e:
+            raise e.exc_info[1]
+
+
+class TestMarkUnhealthyEndpoint(base.HeatHealthTestCase):
+
+    def setUp(self):
+        super(TestMarkUnhealthyEndpoint, self).setUp()
+        self.setup_health_db()
+        self.ctx = utils.dummy_context(user='alice', user_id='alice-id',
+                                       tenant_id='tenant-1')
+        self.endpoint = endpoint.HealthEndpoint(InProcessHeatEngine())
+        self.top = self._create_stack('top')
+
+    def _create_stack(self, name, owner=None):
+        tmpl = template.Template(template_format.parse(TEMPLATE))
+        stack = heat_stack.Stack(self.ctx, name, tmpl,
+                                 owner_id=owner and owner.id)
+        stack.store()
+        stack.create()
+        self.assertEqual((stack.CREATE, stack.COMPLETE), stack.state)
+        return stack
+
+    def _mark(self, resource, mark=True, reason='', stack=None):
+        identity = dict((stack or self.top).identifier())
+        try:
+            return self.endpoint.mark_unhealthy(self.ctx, identity, resource,
+                                                mark, reason)
+        except oslo_messaging.ExpectedException as e:
+            raise e.exc_info[1]
+
+    def _state(self, stack, name='web'):
+        rsrc = heat_stack.Stack.load(self.ctx, stack_id=stack.id)[name]
+        return rsrc.action, rsrc.status, rsrc.status_reason
+
+    def test_mark_by_name_with_reason_is_recorded(self):
+        result = self._mark('web', reason='probe failed')
+        self.assertEqual(('CHECK', 'FAILED', 'probe failed'),
+                         self._state(self.top))
+        marking = marking_object.Marking.obj_from_primitive(result)
+        self.assertEqual(self.top['web'].resource_id,
+                         marking.physical_resource_id)
+        self.assertEqual(('web', 'alice-id', 'tenant-1', 'api', True),
+                         (marking.resource_name, marking.user_id,
+                          marking.project_id, marking.source,
+                          marking.mark_unhealthy))
+        stored = marking_object.Marking.get_all_by_stack(self.top.id)
+        self.assertEqual([marking.id], [m.id for m in stored])
+
+    def test_default_reason_names_the_user(self):
+        self._mark('web')
+        self.assertEqual(
+            ('CHECK', 'FAILED', 'Marked unhealthy explicitly by user alice'),
+            self._state(self.top))
+
+    def test_reset_only_clears_check_failed(self):
+        self._mark('web', mark=False)
+        self.assertEqual(('CREATE', 'COMPLETE'), self._state(self.top)[:2])
+        self._mark('web', reason='bad')
+        self._mark('web', mark=False, reason='fixed by hand')
+        self.assertEqual(('CHECK', 'COMPLETE', 'fixed by hand'),
+                         self._state(self.top))
+
+    def test_physical_id_of_a_nested_member(self):
+        group = self._create_stack('top-group-abc', owner=self.top)
+        member_stack = self._create_stack('top-group-abc-0-xyz', owner=group)
+        physical_id = member_stack['web'].resource_id
+        result = self._mark(physical_id, reason='app is wedged')
+        self.assertEqual(('CHECK', 'FAILED', 'app is wedged'),
+                         self._state(member_stack))
+        self.assertEqual(('CREATE', 'COMPLETE'), self._state(self.top)[:2])
+        marking = marking_object.Marking.obj_from_primitive(result)
+        self.assertEqual((self.top.id, member_stack.id, 'web'),
+                         (marking.stack_id, marking.owner_stack_id,
+                          marking.resource_name))
+
+    def test_nested_search_depth_is_limited(self):
+        group = self._create_stack('top-group-abc', owner=self.top)
+        member_stack = self._create_stack('top-group-abc-0-xyz', owner=group)
+        cfg.CONF.set_override('max_nested_depth', 1, group='heat_health')
+        self.assertRaises(exception.ResourceNotFound, self._mark,
+                          member_stack['web'].resource_id)
+
+    def test_physical_id_in_two_nested_stacks_is_ambiguous(self):
+        first = self._create_stack('top-a', owner=self.top)
+        second = self._create_stack('top-b', owner=self.top)
+        rsrc = heat_stack.Stack.load(self.ctx, stack_id=second.id)['web']
+        rsrc.resource_id_set(first['web'].resource_id)
+        self.assertRaises(exception.PhysicalResourceIDAmbiguity, self._mark,
+                          first['web'].resource_id)
+
+    def test_physical_id_outside_the_stack_is_not_found(self):
+        other = self._create_stack('other')
+        self.assertRaises(exception.ResourceNotFound, self._mark,
+                          other['web'].resource_id)
+        self.assertEqual(('CREATE', 'COMPLETE'), self._state(other)[:2])
+
+    def test_unknown_resource_and_stack(self):
+        self.assertRaises(exception.ResourceNotFound, self._mark, 'nope')
+        identity = dict(self.top.identifier())
+        identity['stack_name'] = 'renamed'
+        self.assertRaises(exception.EntityNotFound,
+                          self.endpoint.mark_unhealthy.__wrapped__,
+                          self.endpoint, self.ctx, identity, 'web', True, '')
+        self.assertEqual([], marking_object.Marking.get_all_by_stack(
+            self.top.id))
+
+    def test_other_project_cannot_mark(self):
+        self.ctx = utils.dummy_context(tenant_id='tenant-2')
+        self.assertRaises(exception.EntityNotFound, self._mark, 'web')
+
+    def test_non_boolean_is_invalid(self):
+        self.assertRaises(exception.Invalid, self._mark, 'web', 'yes')

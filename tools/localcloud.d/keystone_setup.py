@@ -1,0 +1,112 @@
+"""Create what Heat and the local users need in a bootstrapped Keystone.
+
+Idempotent: finds before it creates, and resets passwords and endpoint URLs
+to the given values.  Reads from the environment:
+
+    LC_KEYSTONE_URL     e.g. http://127.0.0.1:5000/v3
+    LC_HEAT_URL         e.g. http://127.0.0.1:8004
+    LC_HEAT_CFN_URL     e.g. http://127.0.0.1:8000
+    LC_REGION           e.g. RegionOne
+    LC_ADMIN_PASSWORD, LC_SERVICE_PASSWORD, LC_DEMO_PASSWORD,
+    LC_READER_PASSWORD
+"""
+
+import os
+
+from keystoneauth1 import session
+from keystoneauth1.identity import v3
+from keystoneclient.v3 import client
+
+ENV = os.environ
+DEFAULT_DOMAIN = 'default'
+
+
+def _first(items):
+    return items[0] if items else None
+
+
+class Setup(object):
+
+    def __init__(self):
+        auth = v3.Password(
+            auth_url=ENV['LC_KEYSTONE_URL'], username='admin',
+            password=ENV['LC_ADMIN_PASSWORD'], project_name='admin',
+            user_domain_id=DEFAULT_DOMAIN, project_domain_id=DEFAULT_DOMAIN)
+        self.ks = client.Client(session=session.Session(auth=auth))
+
+    def domain(self, name, description):
+        return (_first(self.ks.domains.list(name=name)) or
+                self.ks.domains.create(name, description=description))
+
+    def project(self, name, description):
+        return (_first(self.ks.projects.list(name=name,
+                                             domain=DEFAULT_DOMAIN)) or
+                self.ks.projects.create(name, DEFAULT_DOMAIN,
+                                        description=description))
+
+    def role(self, name):
+        return (_first(self.ks.roles.list(name=name)) or
+                self.ks.roles.create(name))
+
+    def user(self, name, password, domain=DEFAULT_DOMAIN):
+        user = _first(self.ks.users.list(name=name, domain=domain))
+        if user is None:
+            return self.ks.users.create(name, domain=domain,
+                                        password=password)
+        return self.ks.users.update(user, password=password)
+
+    def grant(self, role, user, project=None, domain=None):
+        self.ks.roles.grant(self.role(role), user=user, project=project,
+                            domain=domain)
+
+    def service(self, name, service_type, description, endpoints):
+        service = (_first(self.ks.services.list(type=service_type)) or
+                   self.ks.services.create(name, service_type,
+                                           description=description))
+        region = ENV['LC_REGION']
+        for interface, url in endpoints.items():
+            found = _first(self.ks.endpoints.list(
+                service=service, interface=interface, region=region))
+            if found is None:
+                self.ks.endpoints.create(service, url, interface=interface,
+                                         region=region)
+            elif found.url != url:
+                self.ks.endpoints.update(found, url=url)
+
+    def run(self):
+        service_project = self.project('service', 'Service users')
+        demo_project = self.project('demo', 'Demo and test workloads')
+        for name in ('heat_stack_owner', 'heat_stack_user'):
+            self.role(name)
+
+        admin = _first(self.ks.users.list(name='admin',
+                                          domain=DEFAULT_DOMAIN))
+        admin_project = self.project('admin', 'Bootstrap project')
+        self.grant('heat_stack_owner', admin, project=admin_project)
+
+        heat = self.user('heat', ENV['LC_SERVICE_PASSWORD'])
+        self.grant('admin', heat, project=service_project)
+
+        heat_domain = self.domain('heat',
+                                  'Owns users and projects created by heat')
+        domain_admin = self.user('heat_domain_admin',
+                                 ENV['LC_SERVICE_PASSWORD'],
+                                 domain=heat_domain)
+        self.grant('admin', domain_admin, domain=heat_domain)
+
+        demo = self.user('demo', ENV['LC_DEMO_PASSWORD'])
+        self.grant('member', demo, project=demo_project)
+        reader = self.user('reader', ENV['LC_READER_PASSWORD'])
+        self.grant('reader', reader, project=demo_project)
+
+        heat_url = ENV['LC_HEAT_URL'] + '/v1/%(tenant_id)s'
+        self.service('heat', 'orchestration', 'Heat Orchestration Service',
+                     {'public': heat_url, 'internal': heat_url})
+        cfn_url = ENV['LC_HEAT_CFN_URL'] + '/v1'
+        self.service('heat-cfn', 'cloudformation',
+                     'Heat CloudFormation Service',
+                     {'public': cfn_url, 'internal': cfn_url})
+
+
+if __name__ == '__main__':
+    Setup().run()

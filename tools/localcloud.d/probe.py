@@ -1,0 +1,95 @@
+"""Check that a local service answers; print one line, exit 0 if it does.
+
+    probe.py keystone      issue a token as admin
+    probe.py heat-api      GET / on heat-api
+    probe.py heat-engine   heat's service list (as admin) shows an engine up
+
+Standard library only, so a probe costs no more than starting Python.
+Reads LC_KEYSTONE_URL, LC_HEAT_URL and LC_ADMIN_PASSWORD from the environment.
+"""
+
+import json
+import os
+import sys
+import urllib.error
+import urllib.request
+
+TIMEOUT = 10
+
+
+def _request(method, url, body=None, headers=None):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method)
+    req.add_header('Accept', 'application/json')
+    if data is not None:
+        req.add_header('Content-Type', 'application/json')
+    for name, value in (headers or {}).items():
+        req.add_header(name, value)
+    try:
+        with urllib.request.urlopen(req, timeout=TIMEOUT) as resp:
+            return resp.status, resp.headers, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers, exc.read()
+
+
+def admin_token():
+    """Return (token, project id) of admin in project admin."""
+    body = {'auth': {
+        'identity': {'methods': ['password'], 'password': {'user': {
+            'name': 'admin', 'domain': {'id': 'default'},
+            'password': os.environ['LC_ADMIN_PASSWORD']}}},
+        'scope': {'project': {'name': 'admin',
+                              'domain': {'id': 'default'}}}}}
+    status, headers, raw = _request(
+        'POST', os.environ['LC_KEYSTONE_URL'] + '/auth/tokens', body)
+    if status != 201:
+        raise RuntimeError('token request answered %s' % status)
+    return (headers['X-Subject-Token'],
+            json.loads(raw)['token']['project']['id'])
+
+
+def probe_keystone():
+    admin_token()
+    return 'token issued'
+
+
+def probe_heat_api():
+    status, _, _ = _request('GET', os.environ['LC_HEAT_URL'] + '/')
+    if status not in (200, 300):
+        raise RuntimeError('GET / answered %s' % status)
+    return 'GET / answered %s' % status
+
+
+def probe_heat_engine():
+    token, project_id = admin_token()
+    status, _, raw = _request(
+        'GET', '%s/v1/%s/services' % (os.environ['LC_HEAT_URL'], project_id),
+        headers={'X-Auth-Token': token})
+    if status != 200:
+        raise RuntimeError('service list answered %s' % status)
+    up = [s for s in json.loads(raw)['services']
+          if s['binary'] == 'heat-engine' and s['status'] == 'up']
+    if not up:
+        raise RuntimeError('no heat-engine up in the service list')
+    return '%d heat-engine up in the service list' % len(up)
+
+
+PROBES = {
+    'keystone': probe_keystone,
+    'heat-api': probe_heat_api,
+    'heat-engine': probe_heat_engine,
+}
+
+
+def main():
+    if len(sys.argv) != 2 or sys.argv[1] not in PROBES:
+        sys.exit('usage: probe.py {%s}' % ','.join(PROBES))
+    try:
+        print(PROBES[sys.argv[1]]())
+    except Exception as exc:  # any failure means "does not answer"
+        print('%s: %s' % (type(exc).__name__, exc))
+        sys.exit(1)
+
+
+if __name__ == '__main__':
+    main()
