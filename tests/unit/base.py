@@ -49,9 +49,9 @@ class HeatHealthTestCase(common.HeatTestCase):
 
     def setup_health_db(self):
         """Our tables in a private sqlite file, created by our migrations."""
-        path = os.path.join(self.useFixture(fixtures.TempDir()).path, 'health.db')
+        tmp = self.useFixture(fixtures.TempDir()).path
+        path = os.path.join(tmp, 'health.db')
         facade = db_api.enginefacade.transaction_context()
         facade.configure(connection='sqlite:///%s' % path)
         self.useFixture(fixtures.MockPatchObject(db_api, '_facade', facade))
         migration.db_sync()
-
