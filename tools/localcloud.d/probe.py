@@ -2,12 +2,17 @@
 
     probe.py keystone      issue a token as admin
     probe.py heat-api      GET / on heat-api
-    probe.py heat-engine   heat's service list (as admin) shows an engine up
+    probe.py heat-engine [SINCE]
+                           heat's service list (as admin) shows an engine up,
+                           registered at or after SINCE (seconds since the
+                           epoch) if given: records of engines stopped
+                           moments ago still show as up
 
 Standard library only, so a probe costs no more than starting Python.
 Reads LC_KEYSTONE_URL, LC_HEAT_URL and LC_ADMIN_PASSWORD from the environment.
 """
 
+import datetime
 import json
 import os
 import sys
@@ -60,7 +65,13 @@ def probe_heat_api():
     return 'GET / answered %s' % status
 
 
-def probe_heat_engine():
+def _epoch(timestamp):
+    """Seconds since the epoch of one of Heat's naive UTC timestamps."""
+    when = datetime.datetime.fromisoformat(timestamp.split('.')[0])
+    return when.replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
+def probe_heat_engine(since=None):
     token, project_id = admin_token()
     status, _, raw = _request(
         'GET', '%s/v1/%s/services' % (os.environ['LC_HEAT_URL'], project_id),
@@ -68,7 +79,8 @@ def probe_heat_engine():
     if status != 200:
         raise RuntimeError('service list answered %s' % status)
     up = [s for s in json.loads(raw)['services']
-          if s['binary'] == 'heat-engine' and s['status'] == 'up']
+          if s['binary'] == 'heat-engine' and s['status'] == 'up' and
+          (since is None or _epoch(s['created_at']) >= float(since) - 2)]
     if not up:
         raise RuntimeError('no heat-engine up in the service list')
     return '%d heat-engine up in the service list' % len(up)
@@ -82,10 +94,10 @@ PROBES = {
 
 
 def main():
-    if len(sys.argv) != 2 or sys.argv[1] not in PROBES:
-        sys.exit('usage: probe.py {%s}' % ','.join(PROBES))
+    if len(sys.argv) < 2 or sys.argv[1] not in PROBES:
+        sys.exit('usage: probe.py {%s} [ARG]' % ','.join(PROBES))
     try:
-        print(PROBES[sys.argv[1]]())
+        print(PROBES[sys.argv[1]](*sys.argv[2:]))
     except Exception as exc:  # any failure means "does not answer"
         print('%s: %s' % (type(exc).__name__, exc))
         sys.exit(1)
