@@ -3,9 +3,10 @@ id through the top-level stack, are replaced by the next stack update."""
 
 
 def _member(demo, stack_name, physical_id):
+    """The group member with that physical id, shown from its own stack."""
     for res in demo.nested_resources(stack_name):
         if res['physical_resource_id'] == physical_id:
-            return res
+            return demo.resource(res['stack_name'], res['resource_name'])
     return None
 
 
