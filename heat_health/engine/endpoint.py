@@ -3,11 +3,11 @@
 import functools
 
 from heat.common import exception
-from heat.rpc import client as heat_rpc
 from oslo_config import cfg
 from oslo_log import log as logging
 import oslo_messaging
 
+from heat_health.engine import heat_locks
 from heat_health.engine import resource_locator
 from heat_health.objects import marking as marking_object
 from heat_health.rpc import api as rpc_api
@@ -31,39 +31,43 @@ def expected_heat_errors(func):
     return wrapped
 
 
+def set_health(rsrc, mark_unhealthy, reason):
+    """The spec's transition: CHECK_FAILED, or back only from CHECK_FAILED."""
+    if mark_unhealthy:
+        if rsrc.action != rsrc.DELETE:
+            rsrc.state_set(rsrc.CHECK, rsrc.FAILED, reason=reason)
+    elif rsrc.state == (rsrc.CHECK, rsrc.FAILED):
+        rsrc.handle_metadata_reset()
+        rsrc.state_set(rsrc.CHECK, rsrc.COMPLETE, reason=reason)
+
+
 class HealthEndpoint(object):
 
     target = oslo_messaging.Target(version=rpc_api.RPC_API_VERSION)
 
-    def __init__(self, heat_engine=None):
-        self._heat_engine = heat_engine or heat_rpc.EngineClient()
+    def __init__(self, engine_id):
+        self.engine_id = engine_id
 
     @expected_heat_errors
     def mark_unhealthy(self, ctxt, stack_identity, resource_name,
                        mark_unhealthy, resource_status_reason=None,
                        source=rpc_api.SOURCE_API):
-        """Set or clear CHECK_FAILED through Heat's engine, then record it.
-
-        The state change is delegated to heat-engine, which takes the stack
-        (legacy) or resource (convergence) lock itself, so no lock is ever
-        held by a process Heat cannot check for liveness.
-        """
+        """Set or clear CHECK_FAILED under Heat's lock, then record it."""
         if not isinstance(mark_unhealthy, bool):
             raise exception.Invalid(reason='mark_unhealthy is not a boolean')
-        target = resource_locator.locate(
+        stack, rsrc = resource_locator.find_resource(
             ctxt, stack_identity, resource_name,
             cfg.CONF.heat_health.max_nested_depth)
         user = ctxt.username or ctxt.user_name or ctxt.user_id
         reason = (resource_status_reason or
                   DEFAULT_REASONS[mark_unhealthy] % user)
-        self._heat_engine.resource_mark_unhealthy(
-            ctxt, target.stack_identity, target.resource_ref,
-            mark_unhealthy, reason)
+        with heat_locks.locked(ctxt, rsrc, self.engine_id):
+            set_health(rsrc, mark_unhealthy, reason)
         marking = marking_object.Marking.create({
             'stack_id': stack_identity['stack_id'],
-            'owner_stack_id': target.stack_identity['stack_id'],
-            'resource_name': target.resource_name,
-            'physical_resource_id': target.physical_resource_id,
+            'owner_stack_id': stack.id,
+            'resource_name': rsrc.name,
+            'physical_resource_id': rsrc.resource_id,
             'mark_unhealthy': mark_unhealthy,
             'reason': reason,
             'user_id': ctxt.user_id,
@@ -73,8 +77,6 @@ class HealthEndpoint(object):
         LOG.info('%(what)s %(res)s (%(phys)s) in stack %(stack)s: %(why)s',
                  {'what': 'Marked unhealthy' if mark_unhealthy
                   else 'Reset health of',
-                  'res': target.resource_name,
-                  'phys': target.physical_resource_id,
-                  'stack': target.stack_identity['stack_name'],
-                  'why': reason})
+                  'res': rsrc.name, 'phys': rsrc.resource_id,
+                  'stack': stack.name, 'why': reason})
         return marking.obj_to_primitive()

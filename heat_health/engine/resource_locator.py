@@ -1,4 +1,4 @@
-"""Find the stack that owns a resource named in a mark-unhealthy request.
+"""Find the resource named in a mark-unhealthy request, loaded by Heat.
 
 Heat looks for the resource only in the addressed stack. Operators often know
 just the top-level stack and the UUID of a failing server that is a member of
@@ -6,20 +6,16 @@ a group, i.e. a resource of a nested stack; so a physical id that is not in
 the addressed stack is also looked up in its nested stacks.
 """
 
-import collections
-
 from heat.common import exception
 from heat.common import identifier
 from heat.db import api as heat_db
+from heat.engine import service as heat_service
+from heat.engine import stack as parser
 from heat.objects import stack as stack_object
 
-Target = collections.namedtuple(
-    'Target', ['stack_identity', 'resource_ref', 'resource_name',
-               'physical_resource_id'])
 
-
-def get_stack(ctxt, stack_identity):
-    """The addressed stack, checked the way Heat's engine checks it."""
+def _get_stack(ctxt, stack_identity):
+    """The addressed stack's record, checked the way Heat's engine does."""
     identity = identifier.HeatIdentifier(**stack_identity)
     stack = stack_object.Stack.get_by_id(ctxt, identity.stack_id)
     if stack is None or identity.path or stack.name != identity.stack_name:
@@ -32,13 +28,8 @@ def get_stack(ctxt, stack_identity):
     return stack
 
 
-def _identity(stack):
-    return dict(identifier.HeatIdentifier(stack.tenant, stack.name,
-                                          stack.id))
-
-
 def _nested_in(ctxt, stack_id, root_id, max_depth):
-    """The stack ``stack_id`` if it is nested at most max_depth below root."""
+    """The record of stack_id if it is nested at most max_depth below root."""
     stack = stack_object.Stack.get_by_id(ctxt, stack_id)
     owned = stack
     for _depth in range(max_depth):
@@ -50,35 +41,31 @@ def _nested_in(ctxt, stack_id, root_id, max_depth):
     return None
 
 
-def locate(ctxt, stack_identity, resource_ref, max_depth):
-    """Resolve ``resource_ref`` (logical name or physical id) to a Target."""
-    stack = get_stack(ctxt, stack_identity)
-    identity = _identity(stack)
+def _nested_owner(ctxt, stack, physical_id, max_depth):
+    """The nested stack holding physical_id, or None if none does."""
+    rows = heat_db.resource_get_all_by_physical_resource_id(ctxt,
+                                                            physical_id)
+    if any(row.stack_id == stack.id for row in rows):
+        return None
+    owners = [owner for owner in (
+        _nested_in(ctxt, row.stack_id, stack.id, max_depth) for row in rows)
+        if owner is not None]
+    if len(owners) > 1:
+        raise exception.PhysicalResourceIDAmbiguity(phys_id=physical_id)
+    return owners[0] if owners else None
 
-    by_name = heat_db.resource_get_by_name_and_stack(ctxt, resource_ref,
-                                                     stack.id)
-    if by_name is not None:
-        return Target(identity, resource_ref, resource_ref,
-                      by_name.physical_resource_id)
 
-    by_id = heat_db.resource_get_all_by_physical_resource_id(ctxt,
-                                                             resource_ref)
-    if any(r.stack_id == stack.id for r in by_id):
-        # Heat itself resolves (and reports ambiguity) within this stack.
-        name = next(r.name for r in by_id if r.stack_id == stack.id)
-        return Target(identity, resource_ref, name, resource_ref)
+def find_resource(ctxt, stack_identity, resource_ref, max_depth):
+    """(stack, resource) for resource_ref (logical name or physical id).
 
-    nested = []
-    for rsrc in by_id:
-        owner = _nested_in(ctxt, rsrc.stack_id, stack.id, max_depth)
+    The stack is returned too: a Heat Resource only holds a weak reference
+    to its stack, which must outlive the resource's use.
+    """
+    stack = parser.Stack.load(ctxt, stack=_get_stack(ctxt, stack_identity))
+    if resource_ref not in stack:
+        owner = _nested_owner(ctxt, stack, resource_ref, max_depth)
         if owner is not None:
-            nested.append((owner, rsrc))
-    if len(nested) > 1:
-        raise exception.PhysicalResourceIDAmbiguity(phys_id=resource_ref)
-    if nested:
-        owner, rsrc = nested[0]
-        return Target(_identity(owner), resource_ref, rsrc.name,
-                      resource_ref)
-
-    # Unknown here: Heat still tries a reference id, then answers 404.
-    return Target(identity, resource_ref, resource_ref, None)
+            stack = parser.Stack.load(ctxt, stack=owner)
+    # Heat's own lookup: name, physical id (ambiguity), reference id.
+    return stack, heat_service.EngineService._find_resource_in_stack(
+        ctxt, resource_ref, stack)

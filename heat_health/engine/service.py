@@ -1,12 +1,19 @@
-"""heat-health-engine: serves the heat-health RPC topic."""
+"""heat-health-engine: serves the heat-health RPC topic.
+
+It also listens under its own engine id on Heat's engine-listener topic,
+because it takes Heat's locks under that id.
+"""
 
 from heat.common import messaging
+from heat.common import service_utils
+from heat.engine import resources
 from oslo_config import cfg
 from oslo_log import log as logging
 import oslo_messaging
 from oslo_service import service
 
 from heat_health.engine import endpoint
+from heat_health.engine import heat_locks
 from heat_health.rpc import api as rpc_api
 
 LOG = logging.getLogger(__name__)
@@ -18,23 +25,33 @@ class HealthEngineService(service.Service):
         super(HealthEngineService, self).__init__()
         self.host = host
         self.topic = topic
-        self._rpc_server = None
+        self.engine_id = None
+        self._servers = []
 
     def start(self):
         super(HealthEngineService, self).start()
+        # Stacks are loaded here, so resource types must be known as in
+        # heat-engine (plugin_dirs, environment_dir of heat.conf).
+        resources.initialise()
+        self.engine_id = service_utils.generate_engine_id()
         target = oslo_messaging.Target(version=rpc_api.RPC_API_VERSION,
                                        server=self.host, topic=self.topic)
-        self._rpc_server = messaging.get_rpc_server(
-            target, endpoint.HealthEndpoint())
-        self._rpc_server.start()
-        LOG.info('heat-health-engine serving topic %(topic)s on %(host)s',
-                 {'topic': self.topic, 'host': self.host})
+        for rpc_target, rpc_endpoint in [
+                (heat_locks.liveness_target(self.engine_id),
+                 heat_locks.LivenessEndpoint()),
+                (target, endpoint.HealthEndpoint(self.engine_id))]:
+            server = messaging.get_rpc_server(rpc_target, rpc_endpoint)
+            server.start()
+            self._servers.append(server)
+        LOG.info('heat-health-engine %(id)s serving topic %(topic)s on '
+                 '%(host)s', {'id': self.engine_id, 'topic': self.topic,
+                              'host': self.host})
 
     def stop(self, graceful=True):
-        if self._rpc_server is not None:
-            self._rpc_server.stop()
-            self._rpc_server.wait()
-            self._rpc_server = None
+        for server in reversed(self._servers):
+            server.stop()
+            server.wait()
+        self._servers = []
         super(HealthEngineService, self).stop(graceful)
 
 

@@ -1,20 +1,19 @@
-"""mark_unhealthy in heat-health-engine, against Heat's real engine code.
-
-Heat's EngineService runs in-process in place of its RPC client, so the
-state changes, locks and errors are Heat's own.
-"""
+"""mark_unhealthy in heat-health-engine, on real Heat stacks and locks."""
 
 from heat.common import exception
+from heat.common import messaging
 from heat.common import template_format
-from heat.engine import service as heat_service
 from heat.engine import stack as heat_stack
 from heat.engine import template
-from heat.tests.engine import tools
+from heat.objects import resource as resource_object
+from heat.objects import stack as stack_object
+from heat.objects import stack_lock as stack_lock_object
 from heat.tests import utils
 from oslo_config import cfg
 import oslo_messaging
 
 from heat_health.engine import endpoint
+from heat_health.engine import heat_locks
 from heat_health.objects import marking as marking_object
 from tests.unit import base
 
@@ -28,29 +27,15 @@ resources:
 '''
 
 
-class InProcessHeatEngine(object):
-    """Heat's EngineService with errors surfacing as over RPC."""
-
-    def __init__(self):
-        self.eng = heat_service.EngineService('a-host', 'engine')
-        self.eng.thread_group_mgr = tools.DummyThreadGroupManager()
-        self.eng.engine_id = 'heat-engine-in-test'
-
-    def resource_mark_unhealthy(self, ctxt, *args):
-        try:
-            return self.eng.resource_mark_unhealthy(ctxt, *args)
-        except oslo_messaging.ExpectedException as e:
-            raise e.exc_info[1]
-
-
-class TestMarkUnhealthyEndpoint(base.HeatHealthTestCase):
+class StackTestCase(base.HeatHealthTestCase):
+    """A stored, created stack and the endpoint of one heat-health-engine."""
 
     def setUp(self):
-        super(TestMarkUnhealthyEndpoint, self).setUp()
+        super(StackTestCase, self).setUp()
         self.setup_health_db()
         self.ctx = utils.dummy_context(user='alice', user_id='alice-id',
                                        tenant_id='tenant-1')
-        self.endpoint = endpoint.HealthEndpoint(InProcessHeatEngine())
+        self.endpoint = endpoint.HealthEndpoint('health-engine-1')
         self.top = self._create_stack('top')
 
     def _create_stack(self, name, owner=None):
@@ -73,6 +58,9 @@ class TestMarkUnhealthyEndpoint(base.HeatHealthTestCase):
     def _state(self, stack, name='web'):
         rsrc = heat_stack.Stack.load(self.ctx, stack_id=stack.id)[name]
         return rsrc.action, rsrc.status, rsrc.status_reason
+
+
+class TestMarkUnhealthyEndpoint(StackTestCase):
 
     def test_mark_by_name_with_reason_is_recorded(self):
         result = self._mark('web', reason='probe failed')
@@ -152,3 +140,42 @@ class TestMarkUnhealthyEndpoint(base.HeatHealthTestCase):
 
     def test_non_boolean_is_invalid(self):
         self.assertRaises(exception.Invalid, self._mark, 'web', 'yes')
+
+
+class TestMarkUnhealthyLocks(StackTestCase):
+    """Heat's locks: held by a live engine means 409; ours are released."""
+
+    def _live_engine(self, engine_id):
+        server = messaging.get_rpc_server(
+            heat_locks.liveness_target(engine_id),
+            heat_locks.LivenessEndpoint())
+        server.start()
+        self.addCleanup(server.wait)
+        self.addCleanup(server.stop)
+
+    def test_legacy_stack_lock_of_a_live_engine(self):
+        self._live_engine('heat-engine-2')
+        stack_lock_object.StackLock.create(self.ctx, self.top.id,
+                                           'heat-engine-2')
+        self.assertRaises(exception.ActionInProgress, self._mark, 'web')
+        self.assertEqual(('CREATE', 'COMPLETE'), self._state(self.top)[:2])
+
+    def test_legacy_stack_lock_is_released(self):
+        self._mark('web')
+        self.assertIsNone(stack_lock_object.StackLock.get_engine_id(
+            self.ctx, self.top.id))
+
+    def test_convergence_resource_lock(self):
+        stack_object.Stack.update_by_id(self.ctx, self.top.id,
+                                        {'convergence': True})
+        web = self.top['web']
+        resource_object.Resource.update_by_id(self.ctx, web.id,
+                                              {'engine_id': 'worker-9'})
+        self.assertRaises(exception.ActionInProgress, self._mark, 'web')
+        resource_object.Resource.update_by_id(self.ctx, web.id,
+                                              {'engine_id': None})
+        self._mark('web', reason='now free')
+        self.assertEqual(('CHECK', 'FAILED', 'now free'),
+                         self._state(self.top))
+        self.assertIsNone(resource_object.Resource.get_obj(
+            self.ctx, web.id).engine_id)

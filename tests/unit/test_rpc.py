@@ -1,6 +1,9 @@
 """The heat-health RPC topic end to end over oslo.messaging's fake driver."""
 
+import contextlib
+
 from heat.common import exception
+from heat.common import service_utils
 from heat.tests import utils
 
 from heat_health.engine import service
@@ -9,15 +12,14 @@ from heat_health.rpc import client as rpc_client
 from tests.unit import base
 
 
-class RecordingHeatEngine(object):
-    def __init__(self):
-        self.calls = []
-        self.error = None
+class FakeStack(object):
+    id = 'stack-1'
+    name = 'web'
 
-    def resource_mark_unhealthy(self, ctxt, *args):
-        self.calls.append((ctxt.project_id,) + args)
-        if self.error:
-            raise self.error
+
+class FakeResource(object):
+    name = 'server'
+    resource_id = 'phys-1'
 
 
 class TestHealthRPC(base.HeatHealthTestCase):
@@ -25,11 +27,15 @@ class TestHealthRPC(base.HeatHealthTestCase):
     def setUp(self):
         super(TestHealthRPC, self).setUp()
         self.setup_health_db()
-        self.heat = RecordingHeatEngine()
-        self.patchobject(service.endpoint.heat_rpc, 'EngineClient',
-                         return_value=self.heat)
-        self.patchobject(service.endpoint.resource_locator, 'locate',
-                         side_effect=self._locate)
+        self.calls = []
+        self.lock_error = None
+        self.patchobject(service.resources, 'initialise')
+        self.patchobject(service.endpoint.resource_locator, 'find_resource',
+                         side_effect=self._find)
+        self.patchobject(service.endpoint.heat_locks, 'locked',
+                         side_effect=self._locked)
+        self.patchobject(service.endpoint, 'set_health',
+                         side_effect=self._set_health)
         self.srv = service.HealthEngineService('host-1', 'heat-health')
         self.srv.start()
         self.addCleanup(self.srv.stop)
@@ -39,25 +45,35 @@ class TestHealthRPC(base.HeatHealthTestCase):
                          'stack_id': 'stack-1', 'path': ''}
 
     @staticmethod
-    def _locate(ctxt, identity, ref, depth):
+    def _find(ctxt, identity, ref, depth):
         if ref == 'missing':
             raise exception.ResourceNotFound(resource_name=ref,
                                              stack_name='web')
-        return service.endpoint.resource_locator.Target(
-            identity, ref, 'server', 'phys-1')
+        return FakeStack(), FakeResource()
 
-    def test_call_reaches_heat_with_the_callers_context(self):
+    @contextlib.contextmanager
+    def _locked(self, ctxt, rsrc, engine_id):
+        if self.lock_error:
+            raise self.lock_error
+        self.calls.append(('lock', engine_id))
+        yield
+
+    def _set_health(self, rsrc, mark, reason):
+        self.calls.append(('set', rsrc.name, mark, reason))
+
+    def test_call_runs_under_the_engines_lock(self):
         result = self.client.mark_unhealthy(self.ctx, self.identity, 'phys-1',
                                             True, 'probe failed')
-        self.assertEqual([('tenant-1', self.identity, 'phys-1', True,
-                           'probe failed')], self.heat.calls)
+        self.assertEqual([('lock', self.srv.engine_id),
+                          ('set', 'server', True, 'probe failed')],
+                         self.calls)
         marking = marking_object.Marking.obj_from_primitive(result)
         self.assertEqual(('server', 'phys-1', 'probe failed'),
                          (marking.resource_name,
                           marking.physical_resource_id, marking.reason))
 
     def test_heat_errors_come_back_as_themselves(self):
-        self.heat.error = exception.ActionInProgress(stack_name='web',
+        self.lock_error = exception.ActionInProgress(stack_name='web',
                                                      action='UPDATE')
         self.assertRaises(exception.ActionInProgress,
                           self.client.mark_unhealthy, self.ctx,
@@ -67,3 +83,7 @@ class TestHealthRPC(base.HeatHealthTestCase):
                           self.identity, 'missing', True, '')
         self.assertEqual([], marking_object.Marking.get_all_by_stack(
             'stack-1'))
+
+    def test_engine_answers_heats_liveness_probe(self):
+        self.assertTrue(service_utils.engine_alive(self.ctx,
+                                                   self.srv.engine_id))
