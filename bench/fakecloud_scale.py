@@ -113,6 +113,5 @@ def main():
     assert changed, 'changes-since missed the stopped server'
 
 
-
 if __name__ == '__main__':
     main()
