@@ -7,4 +7,3 @@ MARK_UNHEALTHY = 'mark_unhealthy'
 
 # Where a marking came from, recorded with it.
 SOURCE_API = 'api'
-SOURCES = (SOURCE_API,)
