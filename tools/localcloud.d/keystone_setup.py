@@ -9,6 +9,8 @@ to the given values.  Reads from the environment:
     LC_REGION           e.g. RegionOne
     LC_ADMIN_PASSWORD, LC_SERVICE_PASSWORD, LC_DEMO_PASSWORD,
     LC_READER_PASSWORD
+    LC_OCTAVIA_URL      e.g. http://127.0.0.1:9876 (Octavia is left out
+                        when unset)
 """
 
 import os
@@ -106,6 +108,22 @@ class Setup(object):
         self.service('heat-cfn', 'cloudformation',
                      'Heat CloudFormation Service',
                      {'public': cfn_url, 'internal': cfn_url})
+        self.octavia(service_project)
+
+    def octavia(self, service_project):
+        """Octavia's service user and catalog entry.
+
+        Octavia 19's default policy (new defaults enforced) lets a project's
+        member write and its reader read: demo and reader need no
+        load-balancer_* role.
+        """
+        url = ENV.get('LC_OCTAVIA_URL')
+        if not url:
+            return
+        octavia = self.user('octavia', ENV['LC_SERVICE_PASSWORD'])
+        self.grant('admin', octavia, project=service_project)
+        self.service('octavia', 'load-balancer', 'Octavia Load Balancing',
+                     {'public': url, 'internal': url, 'admin': url})
 
 
 if __name__ == '__main__':
