@@ -6,6 +6,7 @@ to the given values.  Reads from the environment:
     LC_KEYSTONE_URL     e.g. http://127.0.0.1:5000/v3
     LC_HEAT_URL         e.g. http://127.0.0.1:8004
     LC_HEAT_CFN_URL     e.g. http://127.0.0.1:8000
+    LC_FAKECLOUD_URL    e.g. http://127.0.0.1:8774 (compute, image, network)
     LC_REGION           e.g. RegionOne
     LC_ADMIN_PASSWORD, LC_SERVICE_PASSWORD, LC_DEMO_PASSWORD,
     LC_READER_PASSWORD
@@ -75,6 +76,21 @@ class Setup(object):
             elif found.url != url:
                 self.ks.endpoints.update(found, url=url)
 
+    def fakecloud(self, service_project):
+        """Service user nova and the catalog of fakecloud's three APIs."""
+        nova = self.user('nova', ENV['LC_SERVICE_PASSWORD'])
+        self.grant('admin', nova, project=service_project)
+        base = ENV['LC_FAKECLOUD_URL']
+        for name, service_type, description, path in (
+                ('nova', 'compute', 'Compute Service (fakecloud)',
+                 '/compute/v2.1'),
+                ('glance', 'image', 'Image Service (fakecloud)', '/image'),
+                ('neutron', 'network', 'Network Service (fakecloud)',
+                 '/network')):
+            url = base + path
+            self.service(name, service_type, description,
+                         {'public': url, 'internal': url, 'admin': url})
+
     def run(self):
         service_project = self.project('service', 'Service users')
         demo_project = self.project('demo', 'Demo and test workloads')
@@ -108,6 +124,7 @@ class Setup(object):
         self.service('heat-cfn', 'cloudformation',
                      'Heat CloudFormation Service',
                      {'public': cfn_url, 'internal': cfn_url})
+        self.fakecloud(service_project)
         self.octavia(service_project)
 
     def octavia(self, service_project):

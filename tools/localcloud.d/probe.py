@@ -7,9 +7,12 @@
                            registered at or after SINCE (seconds since the
                            epoch) if given: records of engines stopped
                            moments ago still show as up
+    probe.py fakecloud     list flavors as admin through the catalog's
+                           compute URL; the health port answers
 
 Standard library only, so a probe costs no more than starting Python.
-Reads LC_KEYSTONE_URL, LC_HEAT_URL and LC_ADMIN_PASSWORD from the environment.
+Reads LC_KEYSTONE_URL, LC_HEAT_URL, LC_FAKECLOUD_URL,
+LC_FAKECLOUD_HEALTH_URL and LC_ADMIN_PASSWORD from the environment.
 """
 
 import datetime
@@ -86,10 +89,26 @@ def probe_heat_engine(since=None):
     return '%d heat-engine up in the service list' % len(up)
 
 
+def probe_fakecloud():
+    token, _ = admin_token()
+    status, _, raw = _request(
+        'GET', os.environ['LC_FAKECLOUD_URL'] + '/compute/v2.1/flavors',
+        headers={'X-Auth-Token': token})
+    if status != 200:
+        raise RuntimeError('flavor list answered %s' % status)
+    flavors = len(json.loads(raw)['flavors'])
+    status, _, _ = _request(
+        'GET', os.environ['LC_FAKECLOUD_HEALTH_URL'] + '/probe/health')
+    if status != 404:
+        raise RuntimeError('health port answered %s for no server' % status)
+    return '%d flavors as admin; health port answers' % flavors
+
+
 PROBES = {
     'keystone': probe_keystone,
     'heat-api': probe_heat_api,
     'heat-engine': probe_heat_engine,
+    'fakecloud': probe_fakecloud,
 }
 
 

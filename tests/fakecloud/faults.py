@@ -1,0 +1,250 @@
+"""Fault injection, and the admin API under /fakecloud that drives it.
+
+Server faults change a server the way a hypervisor, a guest or another
+client would, behind Heat's back, with the notifications Nova would send;
+API faults make the compute API slow or failing.  Every fault is admin
+only.  With a duration, a server fault undoes itself (as reset would) and an
+API fault expires.
+"""
+
+import time
+
+from tests.fakecloud import compute_base
+from tests.fakecloud import http
+from tests.fakecloud import state
+
+SERVER_FAULTS = ('power_off', 'pause', 'suspend', 'shutdown',
+                 'crash_to_error', 'vanish', 'hang', 'slow_api',
+                 'api_errors', 'fail_next_action', 'reset')
+API_FAULTS = ('slow_api', 'api_errors', 'reset')
+_TIMED = ('power_off', 'pause', 'suspend', 'shutdown', 'crash_to_error',
+          'hang')
+DEFAULT_SLOW_DELAY = 2.0
+
+# Changes that come from the hypervisor or the guest carry no user, as
+# Nova's periodic power state sync sends them with an admin context.
+SYSTEM_CONTEXT = {'user_id': None, 'project_id': None, 'tenant': None,
+                  'user': None, 'roles': [], 'is_admin': True,
+                  'request_id': None}
+
+
+def _error(status, message):
+    return http.ApiError(status, {'error': {'code': status,
+                                            'message': message}})
+
+
+class Faults(object):
+
+    def __init__(self, store, lifecycle, scheduler, notifier, conf):
+        self.store = store
+        self.lifecycle = lifecycle
+        self.scheduler = scheduler
+        self.notifier = notifier
+        self.health_url = 'http://%s:%d/%%s/health' % ('127.0.0.1',
+                                                       conf.health_port)
+        # API-wide faults: name -> {'until': monotonic time, 'delay': s}
+        self.api_faults = {}
+        router = self.router = http.Router()
+        router.add('GET', '/fault', self.show_api_faults)
+        router.add('POST', '/fault', self.inject_api_fault)
+        router.add('GET', '/servers/{server_id}', self.show_server)
+        router.add('POST', '/servers/{server_id}/fault', self.inject)
+        router.add('GET', '/stats', self.stats)
+
+    # Applying API faults
+
+    @staticmethod
+    def _live(faults):
+        now = time.monotonic()
+        for name, fault in list(faults.items()):
+            if fault['until'] is not None and fault['until'] <= now:
+                del faults[name]
+        return faults
+
+    def before(self, server_id=None, compute_api=True):
+        """Delay or fail a request as the API faults in force say."""
+        with self.store.lock:
+            faults = [self._live(self.api_faults)]
+            server = self.store.servers.get(server_id) if server_id else None
+            if server is not None:
+                faults.append(self._live(server.api_faults))
+            delay = max([f['slow_api']['delay'] for f in faults
+                         if 'slow_api' in f] or [0])
+            failing = any('api_errors' in f for f in faults)
+        if delay:
+            time.sleep(delay)
+        if failing and compute_api:
+            raise compute_base.NovaError(
+                500, 'Unexpected API Error. Please report this at '
+                     'http://bugs.launchpad.net/nova/ and attach the Nova '
+                     'API log if possible. (fakecloud fault api_errors)')
+
+    # Admin API
+
+    def dispatch(self, req, ctx, path):
+        handler, kwargs = self.router.match(req.method, path)
+        if handler is None:
+            raise _error(404, 'no such fakecloud resource: %s' % path)
+        if not ctx.is_admin:
+            raise _error(403, 'fakecloud faults need the admin role')
+        with self.store.lock:
+            return handler(req, ctx, **kwargs)
+
+    @staticmethod
+    def _body(req, allowed):
+        body = http.json_body(req, lambda m: _error(400, m))
+        name = body.get('fault')
+        if name not in allowed:
+            raise _error(400, 'fault must be one of %s' % ', '.join(allowed))
+        duration = body.get('duration')
+        delay = body.get('delay', DEFAULT_SLOW_DELAY)
+        for key, value in (('duration', duration), ('delay', delay)):
+            if value is not None and (not isinstance(value, (int, float)) or
+                                      value < 0):
+                raise _error(400, '%s must be a number of seconds' % key)
+        return name, duration, delay
+
+    @staticmethod
+    def _set_api_fault(faults, name, duration, delay):
+        if name == 'reset':
+            faults.clear()
+        else:
+            faults[name] = {'delay': delay, 'until': (
+                None if duration is None else time.monotonic() + duration)}
+
+    def _describe_api_faults(self, faults):
+        now = time.monotonic()
+        return {name: {'delay': f['delay'],
+                       'remaining': None if f['until'] is None
+                       else round(f['until'] - now, 3)}
+                for name, f in self._live(faults).items()}
+
+    def show_api_faults(self, req, ctx):
+        return http.Reply(200, {'api_faults': self._describe_api_faults(
+            self.api_faults)})
+
+    def inject_api_fault(self, req, ctx):
+        name, duration, delay = self._body(req, API_FAULTS)
+        self._set_api_fault(self.api_faults, name, duration, delay)
+        return self.show_api_faults(req, ctx)
+
+    def _find(self, server_id):
+        server = self.store.find_server(server_id, deleted=True)
+        if server is None:
+            raise _error(404, 'no server %s' % server_id)
+        return server
+
+    def describe(self, server):
+        return {
+            'id': server.id, 'name': server.name,
+            'project_id': server.project_id, 'user_id': server.user_id,
+            'status': server.status, 'vm_state': server.vm_state,
+            'task_state': server.task_state,
+            'power_state': server.power_state,
+            'host': server.host, 'instance_name': server.instance_name,
+            'deleted': server.deleted, 'hung': server.hung,
+            'fail_next_action': server.fail_next_action,
+            'api_faults': self._describe_api_faults(server.api_faults),
+            'fault': server.fault,
+            'created_at': state.isotime_us(server.created_at),
+            'updated_at': state.isotime_us(server.updated_at),
+            'ports': [{'id': p['id'], 'mac_address': p['mac_address'],
+                       'fixed_ips': p['fixed_ips'], 'status': p['status']}
+                      for p in self.store.ports_of(server.id)],
+            'health_url': self.health_url % server.id,
+        }
+
+    def show_server(self, req, ctx, server_id):
+        return http.Reply(200, {'server': self.describe(
+            self._find(server_id))})
+
+    def inject(self, req, ctx, server_id):
+        server = self._find(server_id)
+        name, duration, delay = self._body(req, SERVER_FAULTS)
+        if server.deleted:
+            raise _error(409, 'server %s is deleted' % server_id)
+        if name in ('slow_api', 'api_errors'):
+            self._set_api_fault(server.api_faults, name, duration, delay)
+        else:
+            self.apply(server, name)
+            if duration is not None and name in _TIMED:
+                self.scheduler.call_later(duration, self._expire, server,
+                                          server.fault_generation)
+        return http.Reply(200, {'server': self.describe(server)})
+
+    def _expire(self, server, generation):
+        with self.store.lock:
+            if (server.fault_generation == generation and
+                    not server.deleted):
+                self.apply(server, 'reset')
+
+    def apply(self, server, name):
+        """Make server suffer fault name, now."""
+        server.fault_generation += 1
+        life = self.lifecycle
+        ctx = SYSTEM_CONTEXT
+        if name == 'power_off':
+            life.instant(server, ctx, 'power_off', 'powering-off',
+                         life.stopped)
+        elif name == 'shutdown':
+            life.begin(server)
+            life.emit(server, ctx, 'instance.shutdown.start')
+            life.stopped(server, ctx)
+            life.emit(server, ctx, 'instance.shutdown.end')
+        elif name == 'pause':
+            life.instant(server, ctx, 'pause', 'pausing', life.paused)
+        elif name == 'suspend':
+            life.instant(server, ctx, 'suspend', 'suspending',
+                         life.suspended)
+        elif name == 'crash_to_error':
+            life.begin(server)
+            server.fault = {'code': 500, 'created': state.isotime(
+                time.time()), 'message': 'Instance crashed (fakecloud '
+                                         'fault crash_to_error)'}
+            life.set_state(server, ctx, vm_state='error', task_state=None,
+                           power_state=state.CRASHED)
+        elif name == 'vanish':
+            life.hard_delete(server, ctx, delay=0)
+        elif name == 'hang':
+            server.hung = True
+        elif name == 'fail_next_action':
+            server.fail_next_action = True
+        elif name == 'reset':
+            self._reset(server, ctx)
+
+    def _reset(self, server, ctx):
+        """Back to ACTIVE and healthy, the way each state recovers."""
+        life = self.lifecycle
+        server.hung = False
+        server.fail_next_action = False
+        server.api_faults.clear()
+        vm_state = server.vm_state
+        if vm_state == 'stopped':
+            life.instant(server, ctx, 'power_on', 'powering-on',
+                         life.running)
+        elif vm_state == 'paused':
+            life.instant(server, ctx, 'unpause', 'unpausing', life.resumed)
+        elif vm_state == 'suspended':
+            life.instant(server, ctx, 'resume', 'resuming', life.resumed)
+        elif vm_state == 'soft-delete':
+            life.instant(server, ctx, 'restore', 'restoring', life.running)
+        elif vm_state == 'building':
+            life.begin(server)
+            server.launched_at = time.time()
+            life.running(server, ctx)
+            life.emit(server, ctx, 'instance.create.end',
+                      kind='InstanceCreatePayload')
+        elif vm_state != 'active' or server.task_state is not None:
+            life.begin(server)
+            life.running(server, ctx)
+
+    def stats(self, req, ctx):
+        store = self.store
+        return http.Reply(200, {'stats': {
+            'servers': len(store.servers),
+            'deleted_servers_kept': len(store.deleted_servers),
+            'projects': len(store.servers_by_project),
+            'ports': len(store.ports),
+            'notifications_published': self.notifier.published,
+            'notifications_failed': self.notifier.failed,
+            'notifications_pending': self.notifier.pending}})
