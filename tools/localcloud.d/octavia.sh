@@ -4,7 +4,9 @@
 # real API, database, message bus and worker flows and reach ACTIVE; nothing
 # is booted.  No health manager runs, so operating statuses stay where the
 # worker leaves them until "tools/localcloud fault member" sets them the way
-# the health manager would.
+# the health manager would.  Both run through octavia_noop.py, which only
+# makes the noop network driver answer the same network for a subnet in
+# every process (see there why Heat needs it).
 #
 # Sourced by tools/localcloud after its settings; defines functions only,
 # plus the settings below.  LOCALCLOUD_OCTAVIA=0 leaves Octavia out.
@@ -147,7 +149,14 @@ configure_octavia() {
     iniset "$conf" api_settings auth_strategy keystone
     iniset "$conf" api_settings enabled_provider_drivers "amphora:The Octavia Amphora driver (noop drivers)"
     iniset "$conf" api_settings default_provider_driver amphora
+    iniset "$conf" DEFAULT graceful_shutdown_timeout 10
     iniset "$conf" database connection "$OCTAVIA_DB_URL"
+    if [[ $DB_BACKEND == sqlite ]]; then
+        # Empty: sqlite's pool takes no pool_timeout (Octavia sets 10).
+        iniset "$conf" database pool_timeout ""
+    else
+        inidelete "$conf" database pool_timeout
+    fi
     iniset "$conf" task_flow persistence_connection "$OCTAVIA_PERSISTENCE_DB_URL"
     iniset "$conf" task_flow jobboard_enabled False
     iniset "$conf" oslo_messaging topic octavia_prov
@@ -184,8 +193,11 @@ configure_octavia() {
     iniset "$conf" haproxy_amphora client_cert "$OCTAVIA_CERTS/client.pem"
     chmod 600 "$conf"
 
+    # octavia_noop.py: Octavia's own API and worker, with the noop network
+    # driver's subnets kept in one network across processes.
     write_uwsgi_ini "$OCTAVIA_ETC/octavia-api-uwsgi.ini" "$OCTAVIA_API_PORT" \
-        octavia.wsgi.api:application "pyargv = --config-file $OCTAVIA_CONF"
+        octavia_noop:application "pythonpath = $HELPERS" \
+        "pyargv = --config-file $OCTAVIA_CONF"
 }
 
 # Starting and checking
@@ -196,12 +208,13 @@ start_octavia_api() {
 }
 
 start_octavia_worker() {
-    run_process octavia-worker "$BIN/octavia-worker --config-file $OCTAVIA_CONF"
+    run_process octavia-worker \
+        "$BIN/python $HELPERS/octavia_noop.py worker --config-file $OCTAVIA_CONF"
 }
 
 # octavia_inputs_hash <service>: what the service reads when it starts
 octavia_inputs_hash() {
-    local files=("$OCTAVIA_CONF")
+    local files=("$OCTAVIA_CONF" "$HELPERS/octavia_noop.py")
     [[ $1 == octavia-api ]] && files+=("$OCTAVIA_ETC/octavia-api-uwsgi.ini")
     cat "${files[@]}" 2>/dev/null | sha256sum | cut -d' ' -f1
 }
