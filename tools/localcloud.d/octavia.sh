@@ -107,7 +107,7 @@ init_octavia() {
 # octavia_certs: a CA whose key is encrypted (Octavia refuses a plain one)
 # and a controller client certificate it signed, made once
 octavia_certs() {
-    local want pass="pass:$LC_OCTAVIA_CA_PASSPHRASE"
+    local want pass=env:LC_OCTAVIA_CA_PASSPHRASE
     want=$(echo "$LC_OCTAVIA_CA_PASSPHRASE" | sha256sum | cut -d' ' -f1)
     if stamp_ok octavia-certs "$want" && [[ -f $OCTAVIA_CERTS/ca.pem && -f $OCTAVIA_CERTS/client.pem ]]; then
         return 0
@@ -118,6 +118,8 @@ octavia_certs() {
     (
         umask 077
         cd "$OCTAVIA_CERTS"
+        # The passphrase reaches openssl through its environment only.
+        export LC_OCTAVIA_CA_PASSPHRASE
         openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 \
             -aes-256-cbc -pass "$pass" -out ca.key &&
         openssl req -x509 -new -key ca.key -passin "$pass" -sha256 -days 3650 \
