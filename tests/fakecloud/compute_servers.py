@@ -15,7 +15,7 @@ class Servers(object):
 
     def show_server(self, req, ctx, server_id):
         server = self._server(ctx, server_id)
-        return http.Reply(200, '{"server": %s}' % self.views.server_json(
+        return http.Reply(200, '{"server": %s}' % self.views.server_show_json(
             server, ctx.is_admin, req.version))
 
     def update_server(self, req, ctx, server_id):
@@ -28,7 +28,7 @@ class Servers(object):
         if 'description' in body:
             server.description = body['description']
         server.touch()
-        return http.Reply(200, '{"server": %s}' % self.views.server_json(
+        return http.Reply(200, '{"server": %s}' % self.views.server_show_json(
             server, ctx.is_admin, req.version))
 
     def delete_server(self, req, ctx, server_id):

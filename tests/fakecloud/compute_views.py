@@ -57,7 +57,8 @@ class Views(object):
 
     def addresses(self, server):
         found = {}
-        if server.deleted:
+        if server.deleted or server.task_state == 'scheduling':
+            # Nova fills addresses in once the build allocated the network.
             return found
         for port in self.store.ports_of(server.id):
             network = self.store.networks.get(port['network_id'])
@@ -78,6 +79,16 @@ class Views(object):
         if text is None:
             text = json.dumps(self._server(server, admin, key[1]))
             server.views[key] = text
+        return text
+
+    def server_show_json(self, server, admin, version):
+        """GET /servers/{id}: the detailed view, with server_groups (2.71).
+
+        Nova leaves server_groups out of lists.
+        """
+        text = self.server_json(server, admin, version)
+        if version >= (2, 71):
+            text = text[:-1] + ', "server_groups": []}'
         return text
 
     def server(self, server, admin, version):
@@ -143,7 +154,7 @@ class Views(object):
             view.update({
                 'OS-EXT-SRV-ATTR:reservation_id': server.reservation_id,
                 'OS-EXT-SRV-ATTR:launch_index': server.launch_index,
-                'OS-EXT-SRV-ATTR:hostname': server.name,
+                'OS-EXT-SRV-ATTR:hostname': state.hostname(server.name),
                 'OS-EXT-SRV-ATTR:kernel_id': '',
                 'OS-EXT-SRV-ATTR:ramdisk_id': '',
                 'OS-EXT-SRV-ATTR:root_device_name': '/dev/vda',

@@ -109,15 +109,21 @@ class Faults(object):
         if name == 'reset':
             faults.clear()
         else:
-            faults[name] = {'delay': delay, 'until': (
+            faults[name] = {'until': (
                 None if duration is None else time.monotonic() + duration)}
+            if name == 'slow_api':
+                faults[name]['delay'] = delay
 
     def _describe_api_faults(self, faults):
         now = time.monotonic()
-        return {name: {'delay': f['delay'],
-                       'remaining': None if f['until'] is None
-                       else round(f['until'] - now, 3)}
-                for name, f in self._live(faults).items()}
+        described = {}
+        for name, fault in self._live(faults).items():
+            until = fault['until']
+            described[name] = {'remaining': None if until is None
+                               else round(until - now, 3)}
+            if 'delay' in fault:
+                described[name]['delay'] = fault['delay']
+        return described
 
     def show_api_faults(self, req, ctx):
         return http.Reply(200, {'api_faults': self._describe_api_faults(

@@ -29,9 +29,8 @@ class HealthHandler(http.server.BaseHTTPRequestHandler):
         self.send_response_only(code)
         self.send_header('Content-Type', 'text/plain')
         self.send_header('Content-Length', str(len(data)))
-        self.end_headers()
-        if self.command != 'HEAD':
-            self.wfile.write(data)
+        wsgi_server.send_headers_and_body(
+            self, b'' if self.command == 'HEAD' else data)
 
     def do_GET(self):
         start = time.monotonic()

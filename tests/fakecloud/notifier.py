@@ -39,12 +39,6 @@ def _object(name, version, data):
             'nova_object.version': version, 'nova_object.data': data}
 
 
-def _hostname(name):
-    cleaned = ''.join(c if c.isalnum() or c == '-' else '-'
-                      for c in name.lower())
-    return cleaned.strip('-')[:63] or 'server'
-
-
 class Event(object):
     """One state change to publish: who did it, what, in which state."""
 
@@ -100,7 +94,7 @@ class PayloadBuilder(object):
             'reservation_id': server.reservation_id,
             'display_name': server.name,
             'display_description': server.description,
-            'host_name': _hostname(server.name),
+            'host_name': state.hostname(server.name),
             'host': server.host,
             'node': server.host,
             'os_type': None,
@@ -181,7 +175,7 @@ class PayloadBuilder(object):
             'instance_id': server.id,
             'display_name': server.name,
             'reservation_id': server.reservation_id,
-            'hostname': _hostname(server.name),
+            'hostname': state.hostname(server.name),
             'instance_type': flavor['name'],
             'instance_type_id': flavor['id'],
             'instance_flavor_id': flavor['id'],

@@ -68,6 +68,13 @@ def isotime_us(ts):
                         int((ts % 1) * 1e6))
 
 
+def hostname(name):
+    """The guest host name Nova derives from a display name."""
+    cleaned = ''.join(c if c.isalnum() or c == '-' else '-'
+                      for c in name.lower())
+    return cleaned.strip('-')[:63] or 'server'
+
+
 class Server(object):
     """One Nova instance.  Changed only under Store.lock, through touch()."""
 
