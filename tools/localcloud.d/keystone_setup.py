@@ -16,8 +16,8 @@ to the given values.  Reads from the environment:
 
 import os
 
-from keystoneauth1 import session
 from keystoneauth1.identity import v3
+from keystoneauth1 import session
 from keystoneclient.v3 import client
 
 ENV = os.environ
