@@ -169,7 +169,7 @@ def test_projects_see_only_their_servers(admin, admin_nova, demo_nova,
         with pytest.raises(nova_exc.NotFound):
             demo_nova.servers.get(own.id)
         every = [s.id for s in admin_nova.servers.list(
-            search_opts={'all_tenants': True})]
+            limit=-1, search_opts={'all_tenants': True})]
         assert {own.id, server.id} <= set(every)
         assert server.id not in [s.id for s in admin_nova.servers.list()]
     finally:
