@@ -4,6 +4,7 @@ They live in Heat's database next to Heat's own tables, prefixed
 ``heat_health_`` and versioned by an alembic history of their own.
 """
 
+from oslo_db.sqlalchemy import types as db_types
 from oslo_utils import timeutils
 import sqlalchemy as sa
 from sqlalchemy import orm
@@ -31,5 +32,86 @@ class Marking(BASE):
     user_id = sa.Column(sa.String(64))
     project_id = sa.Column(sa.String(64))
     source = sa.Column(sa.String(32), nullable=False)
+    created_at = sa.Column(sa.DateTime, nullable=False,
+                           default=timeutils.utcnow)
+
+
+class Policy(BASE):
+    """A registered OS::Heat::HealthPolicy: the desired state of watching.
+
+    ``engine_id`` and ``lease_expires_at`` say which heat-health-engine
+    watches it; an engine renews its leases every tick, and any engine may
+    claim a policy whose lease has expired.
+    """
+
+    __tablename__ = 'heat_health_policy'
+    __table_args__ = (
+        sa.Index('ix_heat_health_policy_stack', 'stack_id'),
+        sa.Index('ix_heat_health_policy_lease', 'lease_expires_at'),
+    )
+
+    id = sa.Column(sa.String(36), primary_key=True)
+    stack_id = sa.Column(sa.String(36), nullable=False)
+    resource_name = sa.Column(sa.String(255), nullable=False)
+    project_id = sa.Column(sa.String(64), nullable=False)
+    user_id = sa.Column(sa.String(64))
+    spec = sa.Column(db_types.JsonEncodedDict, nullable=False)
+    enabled = sa.Column(sa.Boolean, nullable=False, default=True)
+    engine_id = sa.Column(sa.String(36))
+    lease_expires_at = sa.Column(sa.DateTime)
+    created_at = sa.Column(sa.DateTime, nullable=False,
+                           default=timeutils.utcnow)
+    updated_at = sa.Column(sa.DateTime, onupdate=timeutils.utcnow)
+
+
+class Target(BASE):
+    """One watched server of a policy, and its health as last decided."""
+
+    __tablename__ = 'heat_health_target'
+    __table_args__ = (
+        sa.UniqueConstraint('policy_id', 'server_id',
+                            name='uniq_heat_health_target0policy0server'),
+        sa.Index('ix_heat_health_target_server', 'server_id'),
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
+    policy_id = sa.Column(sa.String(36),
+                          sa.ForeignKey('heat_health_policy.id',
+                                        ondelete='CASCADE'),
+                          nullable=False)
+    server_id = sa.Column(sa.String(36), nullable=False)
+    # Where the server is: the stack holding its resource, that resource's
+    # name, and the path of resource names from the policy's stack.
+    stack_id = sa.Column(sa.String(36), nullable=False)
+    resource_name = sa.Column(sa.String(255), nullable=False)
+    path = sa.Column(sa.String(1024), nullable=False)
+    addresses = sa.Column(db_types.JsonEncodedList)
+    state = sa.Column(sa.String(16), nullable=False)
+    state_reason = sa.Column(sa.String(255))
+    state_since = sa.Column(sa.DateTime, nullable=False,
+                            default=timeutils.utcnow)
+    observation = sa.Column(sa.String(16))
+    observation_reason = sa.Column(sa.String(255))
+    observation_source = sa.Column(sa.String(32))
+    observed_at = sa.Column(sa.DateTime)
+    # No verdict before this time (grace after create or update).
+    grace_until = sa.Column(sa.DateTime)
+
+
+class Event(BASE):
+    """A change of a target's state: the timeline people read."""
+
+    __tablename__ = 'heat_health_event'
+    __table_args__ = (
+        sa.Index('ix_heat_health_event_policy', 'policy_id', 'id'),
+    )
+
+    id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
+    policy_id = sa.Column(sa.String(36), nullable=False)
+    server_id = sa.Column(sa.String(36))
+    old_state = sa.Column(sa.String(16))
+    new_state = sa.Column(sa.String(16), nullable=False)
+    reason = sa.Column(sa.String(255))
+    source = sa.Column(sa.String(32))
     created_at = sa.Column(sa.DateTime, nullable=False,
                            default=timeutils.utcnow)

@@ -1,0 +1,7 @@
+"""The health monitor of heat-health-engine.
+
+Shaped as a reconcile loop: the desired state is the registered policies and
+their targets (heat_health.engine.registry), the actual state is what the
+detectors observe; ``states`` decides each target's health from those
+observations, and every change is recorded and announced.
+"""

@@ -1,0 +1,21 @@
+"""What a detector reports about one server at one moment."""
+
+import collections
+
+VERDICTS = (HEALTHY, UNHEALTHY, UNKNOWN) = ('HEALTHY', 'UNHEALTHY',
+                                            'UNKNOWN')
+
+# Detection modes of OS::Heat::HealthPolicy, also the observation sources.
+MODES = (NODE_STATUS_POLLING, NODE_STATUS_POLL_URL, LIFECYCLE_EVENTS,
+         LB_STATUS_POLLING) = ('NODE_STATUS_POLLING', 'NODE_STATUS_POLL_URL',
+                               'LIFECYCLE_EVENTS', 'LB_STATUS_POLLING')
+
+Observation = collections.namedtuple(
+    'Observation', ['server_id', 'verdict', 'reason', 'source',
+                    'observed_at'])
+"""One detector's verdict on one server.
+
+UNKNOWN means the detector could not tell (API error, timeout): it never
+counts as a failure, it only leaves the previous verdict of that source
+standing.
+"""
