@@ -36,3 +36,41 @@ def list_opts():
 
 
 register_opts()
+
+
+# Detectors: Nova notifications (LIFECYCLE_EVENTS) and poll URL checks
+# (NODE_STATUS_POLL_URL).  Kept in a list of their own, added to the group.
+detector_opts = [
+    cfg.StrOpt('nova_notification_exchange',
+               default='nova',
+               help='Exchange Nova publishes its notifications on.'),
+    cfg.StrOpt('nova_versioned_topic',
+               default='versioned_notifications',
+               help='Topic of Nova\'s versioned notifications '
+                    '(instance.*). Empty: do not listen to them.'),
+    cfg.StrOpt('nova_legacy_topic',
+               default='notifications',
+               help='Topic of Nova\'s legacy notifications '
+                    '(compute.instance.*). Empty: do not listen to them.'),
+    cfg.StrOpt('notification_pool',
+               default='heat-health-engine',
+               help='Listener pool of heat-health-engine on Nova\'s '
+                    'notification topics. All engines share it, so each '
+                    'notification is handled once, and other consumers of '
+                    'the same topics (with pools of their own) still get '
+                    'every notification.'),
+    cfg.IntOpt('poll_url_max_workers',
+               default=16, min=1,
+               help='Most poll URL checks running at the same time in one '
+                    'engine.'),
+    cfg.ListOpt('poll_url_allowed_hosts',
+                default=[],
+                help='Hosts (names or IP addresses) a poll URL may name '
+                     'besides the target server\'s own addresses, e.g. '
+                     '127.0.0.1 where servers\' health endpoints are '
+                     'served locally. Any other host is refused: the '
+                     'engine does not probe arbitrary hosts.'),
+]
+
+heat_health_opts.extend(detector_opts)
+cfg.CONF.register_opts(detector_opts, group=GROUP)

@@ -1,0 +1,205 @@
+"""LIFECYCLE_EVENTS: Nova's notifications turned into observations.
+
+One listener per engine, whatever the number of policies, on Nova's
+exchange: the versioned topic and the legacy ``compute.instance.*`` one.
+Every engine listens in the same pool (``[heat_health] notification_pool``),
+so the broker hands each notification to one engine only, and consumers
+with pools of their own keep getting all of them (Senlin gave each cluster
+a listener in one shared pool, so listeners took each other's events).
+
+Most notifications concern servers nobody watches: the instance id is read
+first and the notification dropped unless ``is_watched`` says otherwise.
+"""
+
+import datetime
+import re
+
+from oslo_config import cfg
+from oslo_log import log as logging
+import oslo_messaging
+from oslo_utils import timeutils
+
+from heat_health.common import config
+from heat_health.engine.monitor import observation as obs
+
+LOG = logging.getLogger(__name__)
+
+LEGACY_PREFIX = 'compute.'
+
+# Actions that leave the server not running (or gone).
+_UNHEALTHY_ACTIONS = ('power_off', 'pause', 'suspend', 'shutdown',
+                      'soft_delete', 'delete')
+# Actions after which a server is running again, if it is active.
+_HEALTHY_ACTIONS = ('power_on', 'unpause', 'resume', 'reboot', 'rebuild',
+                    'restore')
+# Actions whose failure leaves the server broken.  A failed volume attach
+# or live migration does not: Nova rolls those back.
+_FAILING_ACTIONS = ('create', 'rebuild', 'reboot', 'power_on', 'resume',
+                    'unpause', 'restore', 'unshelve', 'evacuate',
+                    'resize_finish')
+# vm_state of instance.update that means the server is not running.
+_UNHEALTHY_STATES = frozenset(['error', 'stopped', 'paused', 'suspended',
+                               'deleted', 'soft-delete'])
+
+EVENT_TYPES = re.compile(
+    r'^(%s)?instance\.(update|(%s)\.end|(%s)\.end|(%s)\.error)$' % (
+        re.escape(LEGACY_PREFIX), '|'.join(_UNHEALTHY_ACTIONS),
+        '|'.join(_HEALTHY_ACTIONS), '|'.join(_FAILING_ACTIONS)))
+"""The notifications that can change a verdict; the broker's others are
+dropped by the dispatcher before any payload is looked at."""
+
+_UNHEALTHY_TYPES = frozenset(['instance.%s.end' % a
+                              for a in _UNHEALTHY_ACTIONS] +
+                             ['instance.%s.error' % a
+                              for a in _FAILING_ACTIONS])
+_HEALTHY_TYPES = frozenset('instance.%s.end' % a for a in _HEALTHY_ACTIONS)
+
+
+def instance_id(payload):
+    """The instance uuid of a versioned or legacy payload, or None."""
+    try:
+        data = payload.get('nova_object.data')
+        if data is not None:
+            return data.get('uuid')
+        return payload.get('instance_id')
+    except AttributeError:
+        return None
+
+
+def verdict(event_type, payload):
+    """(verdict, reason) for a notification, or None if it says nothing.
+
+    :param event_type: versioned (instance.*) or legacy
+        (compute.instance.*) event type.
+    """
+    event = event_type
+    if event.startswith(LEGACY_PREFIX):
+        event = event[len(LEGACY_PREFIX):]
+    data = payload.get('nova_object.data', payload)
+    vm_state = data.get('state')
+    reason = 'Nova notification %s' % event_type
+    if event in _UNHEALTHY_TYPES:
+        return obs.UNHEALTHY, reason
+    if event in _HEALTHY_TYPES:
+        # A rebuild of a stopped server ends stopped.
+        if vm_state in (None, 'active'):
+            return obs.HEALTHY, reason
+        return None
+    if event == 'instance.update':
+        reason = '%s (vm_state %s)' % (reason, vm_state)
+        if vm_state in _UNHEALTHY_STATES:
+            return obs.UNHEALTHY, reason
+        task_state = data.get('task_state', data.get('new_task_state'))
+        if vm_state == 'active' and not task_state:
+            return obs.HEALTHY, reason
+    return None
+
+
+def notification_time(metadata):
+    """When Nova sent the notification (naive UTC), else now."""
+    stamp = (metadata or {}).get('timestamp')
+    if stamp:
+        try:
+            when = datetime.datetime.fromisoformat(str(stamp))
+        except ValueError:
+            LOG.debug('Unreadable notification timestamp %r', stamp)
+        else:
+            if when.tzinfo is not None:
+                when = when.astimezone(datetime.timezone.utc).replace(
+                    tzinfo=None)
+            return when
+    return timeutils.utcnow()
+
+
+def to_observation(event_type, payload, metadata, is_watched):
+    """The Observation a notification makes, or None.
+
+    None for an unwatched instance or a notification with nothing to say.
+    """
+    server_id = instance_id(payload)
+    if server_id is None or not is_watched(server_id):
+        return None
+    found = verdict(event_type, payload)
+    if found is None:
+        return None
+    return obs.Observation(server_id, found[0], found[1],
+                           obs.LIFECYCLE_EVENTS, notification_time(metadata))
+
+
+class _Endpoint(object):
+    filter_rule = oslo_messaging.NotificationFilter(
+        event_type=EVENT_TYPES.pattern)
+
+    def __init__(self, observe, is_watched):
+        self._observe = observe
+        self._is_watched = is_watched
+
+    def info(self, ctxt, publisher_id, event_type, payload, metadata):
+        try:
+            found = to_observation(event_type, payload, metadata,
+                                   self._is_watched)
+            if found is not None:
+                self._observe(found)
+        except Exception:
+            # Acknowledged anyway: a notification that breaks us once would
+            # break us on every redelivery.
+            LOG.exception('Handling Nova notification %s failed',
+                          event_type)
+
+    error = info
+    warn = info
+
+
+def targets(conf=cfg.CONF):
+    """The topics listened to, as oslo.messaging targets."""
+    group = conf[config.GROUP]
+    return [oslo_messaging.Target(exchange=group.nova_notification_exchange,
+                                  topic=topic)
+            for topic in (group.nova_versioned_topic,
+                          group.nova_legacy_topic) if topic]
+
+
+class LifecycleListener(object):
+    """The engine's one listener on Nova's notifications.
+
+    :param observe: called with each Observation, from the listener's
+        worker threads (so it must be thread-safe).
+    :param is_watched: server id -> bool; called for every notification of
+        a relevant type, so it must be cheap (a set or dict lookup).
+    :param transport: a notification transport; Heat's (heat.conf's
+        transport_url) when not given.
+    :param pool: listener pool; ``[heat_health] notification_pool`` when
+        not given.
+    """
+
+    def __init__(self, observe, is_watched, transport=None, pool=None,
+                 conf=cfg.CONF):
+        self._own_transport = transport is None
+        self._transport = (transport if transport is not None else
+                           oslo_messaging.get_notification_transport(conf))
+        self._targets = targets(conf)
+        self._pool = pool or conf[config.GROUP].notification_pool
+        self._listener = None
+        if self._targets:
+            self._listener = oslo_messaging.get_notification_listener(
+                self._transport, self._targets,
+                [_Endpoint(observe, is_watched)], executor='threading',
+                pool=self._pool)
+
+    def start(self):
+        if self._listener is None:
+            LOG.info('Nova notification topics are all disabled: '
+                     'LIFECYCLE_EVENTS sees nothing')
+            return
+        self._listener.start()
+        LOG.info('Listening to Nova notifications on %(targets)s in pool '
+                 '%(pool)s', {'targets': ', '.join(
+                     '%s/%s' % (t.exchange, t.topic) for t in self._targets),
+                     'pool': self._pool})
+
+    def stop(self):
+        if self._listener is not None:
+            self._listener.stop()
+            self._listener.wait()
+        if self._own_transport:
+            self._transport.cleanup()

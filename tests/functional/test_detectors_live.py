@@ -1,0 +1,168 @@
+"""The notification and poll URL detectors against the real bus and
+fakecloud, on their own, before any monitor drives them."""
+
+import datetime
+import threading
+import time
+import uuid
+
+from novaclient import client as nova_client
+from novaclient import exceptions as nova_exc
+import pytest
+
+from heat_health.engine.monitor import lifecycle_events
+from heat_health.engine.monitor import observation as obs
+from heat_health.engine.monitor import poll_url
+from tests.functional import notifications
+
+
+class _Observations(object):
+    def __init__(self):
+        self.seen = []
+        self.changed = threading.Condition()
+
+    def observe(self, observation):
+        with self.changed:
+            self.seen.append(observation)
+            self.changed.notify_all()
+
+    def wait_for(self, server_id, verdict, reason_part, timeout=30):
+        deadline = time.time() + timeout
+        with self.changed:
+            while True:
+                for o in self.seen:
+                    if (o.server_id == server_id and o.verdict == verdict and
+                            reason_part in o.reason):
+                        return o
+                left = deadline - time.time()
+                if left <= 0:
+                    raise AssertionError(
+                        'no %s observation with %r for %s; seen %s' % (
+                            verdict, reason_part, server_id,
+                            [o for o in self.seen
+                             if o.server_id == server_id]))
+                self.changed.wait(left)
+
+
+@pytest.fixture(scope='module')
+def demo_nova(demo):
+    return nova_client.Client('2.1', session=demo.session)
+
+
+@pytest.fixture
+def server(demo_nova):
+    created = demo_nova.servers.create(
+        'detector-target', demo_nova.glance.find_image('cirros'),
+        demo_nova.flavors.find(name='m1.tiny'),
+        nics=[{'net-id': demo_nova.neutron.find_network('private').id}])
+    _wait_status(demo_nova, created.id, 'ACTIVE')
+    yield demo_nova.servers.get(created.id)
+    try:
+        demo_nova.servers.delete(created.id)
+    except nova_exc.NotFound:
+        pass
+
+
+@pytest.fixture(scope='module')
+def watched():
+    return set()
+
+
+@pytest.fixture(scope='module')
+def lifecycle(watched):
+    seen = _Observations()
+    transport = notifications.NovaNotifications()._transport
+    listener = lifecycle_events.LifecycleListener(
+        seen.observe, watched.__contains__, transport=transport,
+        pool='heat-health-tests-%s' % uuid.uuid4().hex[:8])
+    listener.start()
+    yield seen
+    listener.stop()
+    transport.cleanup()
+
+
+def _wait_status(nova, server_id, status, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        current = nova.servers.get(server_id).status
+        if current == status:
+            return
+        time.sleep(0.2)
+    raise AssertionError('server %s is %s, not %s' % (server_id, current,
+                                                      status))
+
+
+def _inject(admin, server_id, fault):
+    compute = admin.session.get_endpoint(service_type='compute',
+                                         interface='public')
+    url = compute.replace('/compute/v2.1', '/fakecloud')
+    resp = admin.session.post('%s/servers/%s/fault' % (url, server_id),
+                              json={'fault': fault}, raise_exc=False)
+    assert resp.status_code == 200, resp.text
+    return resp.json()['server']
+
+
+@pytest.mark.parametrize('fault,event_type', [
+    ('power_off', 'instance.power_off.end'),
+    ('pause', 'instance.pause.end'),
+    ('shutdown', 'instance.shutdown.end'),
+    ('crash_to_error', 'instance.update (vm_state error)'),
+])
+def test_fault_seen_through_notifications(admin, demo_nova, lifecycle,
+                                          watched, server, fault,
+                                          event_type):
+    watched.add(server.id)
+    _inject(admin, server.id, fault)
+    found = lifecycle.wait_for(server.id, obs.UNHEALTHY,
+                               'Nova notification %s' % event_type)
+    assert found.source == obs.LIFECYCLE_EVENTS
+    age = datetime.datetime.utcnow() - found.observed_at
+    assert datetime.timedelta(0) <= age < datetime.timedelta(seconds=60)
+
+    _inject(admin, server.id, 'reset')
+    lifecycle.wait_for(server.id, obs.HEALTHY, 'Nova notification')
+
+
+def test_unwatched_server_is_ignored(admin, demo_nova, lifecycle, server):
+    _inject(admin, server.id, 'power_off')
+    _wait_status(demo_nova, server.id, 'SHUTOFF')
+    time.sleep(1)
+    assert not [o for o in lifecycle.seen if o.server_id == server.id]
+
+
+def test_hang_seen_through_poll_url(admin, server):
+    health_url = _inject(admin, server.id, 'reset')['health_url']
+    template = health_url.replace(server.id, '{id}')
+    addresses = [a['addr'] for net in server.addresses.values()
+                 for a in net]
+    target = poll_url.Target(server.id, server.name, addresses)
+    options = {poll_url.POLL_URL: template,
+               poll_url.HEALTHY_RESPONSE: '^ok',
+               poll_url.RETRY_LIMIT: 1, poll_url.RETRY_INTERVAL: 0.5,
+               poll_url.TIMEOUT: 1}
+    seen = _Observations()
+    checker = poll_url.PollUrlChecker(seen.observe, max_workers=4,
+                                      allowed_hosts=['127.0.0.1'])
+    refusing = poll_url.PollUrlChecker(seen.observe, max_workers=1,
+                                       allowed_hosts=[])
+    try:
+        assert checker.check(target, options).verdict == obs.HEALTHY
+        refused = refusing.check(target, options)
+        assert refused.verdict == obs.UNKNOWN
+        assert '127.0.0.1' in refused.reason
+
+        _inject(admin, server.id, 'hang')
+        started = time.monotonic()
+        assert checker.submit(target, options)
+        assert time.monotonic() - started < 0.5
+        assert not checker.submit(target, options)
+        found = seen.wait_for(server.id, obs.UNHEALTHY, 'no answer within')
+        assert found.source == obs.NODE_STATUS_POLL_URL
+
+        _inject(admin, server.id, 'reset')
+        assert checker.submit(target, options)
+        seen.wait_for(server.id, obs.HEALTHY, 'answered 200')
+    finally:
+        checker.stop()
+        refusing.stop()
+        _inject(admin, server.id, 'reset')

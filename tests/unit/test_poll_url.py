@@ -1,0 +1,248 @@
+"""Poll URL checks against an HTTP server of the test's own on 127.0.0.1."""
+
+from http import server as http_server
+import socket
+import threading
+import time
+
+import pytest
+
+from heat_health.engine.monitor import observation as obs
+from heat_health.engine.monitor import poll_url
+
+SERVER = '0b0a6c7e-4a4c-4d53-9a2c-2a1e4c51f0d1'
+
+
+class _Handler(http_server.BaseHTTPRequestHandler):
+    # path -> (status, body); '/hang' holds the request.
+    answers = {}
+    release = threading.Event()
+    requests = []
+
+    def do_GET(self):
+        self.requests.append(self.path)
+        if self.path.startswith('/hang'):
+            self.release.wait(10)
+            return
+        status, body = self.answers.get(self.path, (404, b'no such page'))
+        self.send_response(status)
+        self.send_header('Content-Length', str(len(body)))
+        if status == 302:
+            self.send_header('Location', 'http://192.0.2.1/health')
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope='module')
+def web():
+    httpd = http_server.ThreadingHTTPServer(('127.0.0.1', 0), _Handler)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    _Handler.answers.update({
+        '/health': (200, b'status: ok\n'),
+        '/wrong': (200, b'status: degraded\n'),
+        '/broken': (500, b'ok'),
+        '/moved': (302, b'ok'),
+        '/%s/web-0/health' % SERVER: (200, b'ok'),
+    })
+    yield 'http://127.0.0.1:%d' % httpd.server_address[1]
+    _Handler.release.set()
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _free_port():
+    sock = socket.socket()
+    sock.bind(('127.0.0.1', 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return port
+
+
+TARGET = poll_url.Target(SERVER, 'web-0', ['10.0.0.5', 'fd00::5'])
+
+
+def _options(url, **extra):
+    options = {poll_url.POLL_URL: url,
+               poll_url.HEALTHY_RESPONSE: r'status: ok|^ok$',
+               poll_url.RETRY_LIMIT: 0, poll_url.RETRY_INTERVAL: 0,
+               poll_url.TIMEOUT: 1}
+    options.update(extra)
+    return options
+
+
+@pytest.fixture
+def checker():
+    seen = []
+    checker = poll_url.PollUrlChecker(seen.append, max_workers=2,
+                                      allowed_hosts=['127.0.0.1'])
+    checker.seen = seen
+    yield checker
+    checker.stop()
+
+
+def test_healthy_answer(web, checker):
+    found = checker.check(TARGET, _options(web + '/health'))
+    assert found.verdict == obs.HEALTHY
+    assert found.source == obs.NODE_STATUS_POLL_URL
+    assert found.server_id == SERVER
+
+
+@pytest.mark.parametrize('path,reason', [
+    ('/wrong', "answered 200 without 'status: ok|^ok$'"),
+    ('/broken', 'answered 500'),
+    ('/missing', 'answered 404'),
+    ('/moved', 'answered 302'),
+])
+def test_bad_answers_are_unhealthy(web, checker, path, reason):
+    found = checker.check(TARGET, _options(web + path))
+    assert found.verdict == obs.UNHEALTHY
+    assert reason in found.reason
+
+
+def test_redirect_is_not_followed(web, checker):
+    del _Handler.requests[:]
+    checker.check(TARGET, _options(web + '/moved'))
+    assert _Handler.requests == ['/moved']
+
+
+def test_retries_then_unhealthy(web, checker):
+    del _Handler.requests[:]
+    started = time.monotonic()
+    found = checker.check(TARGET, _options(
+        web + '/broken', **{poll_url.RETRY_LIMIT: 2,
+                            poll_url.RETRY_INTERVAL: 0.2}))
+    assert found.verdict == obs.UNHEALTHY
+    assert '(3 attempts)' in found.reason
+    assert _Handler.requests == ['/broken'] * 3
+    assert time.monotonic() - started >= 0.4
+
+
+def test_hang_times_out_as_unhealthy(web, checker):
+    started = time.monotonic()
+    found = checker.check(TARGET, _options(
+        web + '/hang', **{poll_url.TIMEOUT: 0.3}))
+    assert found.verdict == obs.UNHEALTHY
+    assert 'no answer within 0.3s' in found.reason
+    assert time.monotonic() - started < 2
+
+
+@pytest.mark.parametrize('as_unhealthy,verdict', [
+    (True, obs.UNHEALTHY), (False, obs.UNKNOWN)])
+def test_connection_refused(checker, as_unhealthy, verdict):
+    url = 'http://127.0.0.1:%d/health' % _free_port()
+    found = checker.check(TARGET, _options(
+        url, **{poll_url.CONN_ERROR_AS_UNHEALTHY: as_unhealthy}))
+    assert found.verdict == verdict
+    assert 'connection failed' in found.reason
+
+
+@pytest.mark.parametrize('url', [
+    'http://192.0.2.10/health', 'http://metadata.internal/{id}',
+    'http://10.0.0.5.example.com/', 'file:///etc/passwd',
+    'http://[fd00::6]/health',
+])
+def test_hosts_other_than_the_servers_are_refused(url):
+    seen = []
+    checker = poll_url.PollUrlChecker(seen.append, max_workers=1,
+                                      allowed_hosts=[])
+    try:
+        found = checker.check(TARGET, _options(url))
+    finally:
+        checker.stop()
+    assert found.verdict == obs.UNKNOWN
+    assert found.reason.startswith('check refused')
+
+
+def test_servers_own_addresses_are_allowed():
+    assert poll_url.refusal('http://10.0.0.5:8080/h', TARGET, []) is None
+    assert poll_url.refusal('http://[fd00::5]/h', TARGET, []) is None
+    assert poll_url.refusal('https://10.0.0.5/h', TARGET, []) is None
+    assert poll_url.refusal('http://localhost/h', TARGET,
+                            ['LocalHost']) is None
+
+
+def test_empty_healthy_pattern_is_refused(web, checker):
+    found = checker.check(TARGET, _options(
+        web + '/health', **{poll_url.HEALTHY_RESPONSE: ''}))
+    assert found.verdict == obs.UNKNOWN
+
+
+def test_template_expands_only_its_variables():
+    assert poll_url.expand('http://{ip}:80/{id}/{name}', TARGET) == (
+        'http://10.0.0.5:80/%s/web-0' % SERVER)
+    six = poll_url.Target('s', 'a b/c', ['fd00::5'])
+    assert poll_url.expand('http://{ip}/{name}', six) == (
+        'http://[fd00::5]/a%20b%2Fc')
+    assert poll_url.expand('http://{ip}/{host}{id.__class__}', TARGET) == (
+        'http://10.0.0.5/{host}{id.__class__}')
+
+
+def test_template_against_the_server(web, checker):
+    template = web + '/{id}/{name}/health'
+    assert checker.check(TARGET, _options(template)).verdict == obs.HEALTHY
+
+
+def test_submit_returns_at_once_and_skips_a_running_check(web, checker):
+    options = _options(web + '/hang', **{poll_url.TIMEOUT: 0.5,
+                                         poll_url.RETRY_LIMIT: 1,
+                                         poll_url.RETRY_INTERVAL: 0.2})
+    started = time.monotonic()
+    assert checker.submit(TARGET, options)
+    assert time.monotonic() - started < 0.1
+    assert checker.running(SERVER)
+    assert not checker.submit(TARGET, options)
+    deadline = time.monotonic() + 5
+    while not checker.seen and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [o.verdict for o in checker.seen] == [obs.UNHEALTHY]
+    assert '(2 attempts)' in checker.seen[0].reason
+    assert not checker.running(SERVER)
+    assert checker.submit(TARGET, _options(web + '/health'))
+    deadline = time.monotonic() + 5
+    while len(checker.seen) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert checker.seen[1].verdict == obs.HEALTHY
+
+
+def test_hung_servers_do_not_starve_the_others(web, checker):
+    """A healthy server gets its answer while hung ones wait to retry.
+
+    Two workers, both hung servers between attempts.
+    """
+    hung = _options(web + '/hang', **{poll_url.TIMEOUT: 0.3,
+                                      poll_url.RETRY_LIMIT: 3,
+                                      poll_url.RETRY_INTERVAL: 0.5})
+    for n in range(2):
+        checker.submit(poll_url.Target('hung-%d' % n, 'h', []), hung)
+    time.sleep(0.4)
+    checker.submit(TARGET, _options(web + '/health'))
+    deadline = time.monotonic() + 1.5
+    while not checker.seen and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [(o.server_id, o.verdict) for o in checker.seen] == [
+        (SERVER, obs.HEALTHY)]
+
+
+def test_errors_in_observe_are_contained(web):
+    calls = []
+
+    def observe(observation):
+        calls.append(observation)
+        raise RuntimeError('tracker gone')
+
+    checker = poll_url.PollUrlChecker(observe, max_workers=1,
+                                      allowed_hosts=['127.0.0.1'])
+    try:
+        for _ in range(2):
+            assert checker.submit(TARGET, _options(web + '/health'))
+            deadline = time.monotonic() + 5
+            while checker.running(SERVER) and time.monotonic() < deadline:
+                time.sleep(0.02)
+    finally:
+        checker.stop()
+    assert len(calls) == 2
