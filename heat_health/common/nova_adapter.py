@@ -1,0 +1,128 @@
+"""The one place heat-health-engine talks to Nova: admin server listings.
+
+Detectors ask two questions, both over every project at once: what changed
+since a moment, and which servers exist now (in pages, so a full listing can
+be spread over several poll cycles). Answers are plain dicts built straight
+from the JSON, without novaclient's per-server objects, because they may
+hold tens of thousands of servers. Any failure to get an answer (API error,
+timeout, no endpoint, bad credentials) is raised as ``NovaUnavailable``:
+detectors turn it into UNKNOWN, never into a failure of the servers.
+"""
+
+import collections
+from urllib import parse
+
+from heat.common import config as heat_config  # noqa: F401
+from keystoneauth1 import exceptions as ks_exc
+from keystoneauth1 import loading as ks_loading
+from keystoneauth1 import session as ks_session
+from novaclient import client as nova_client
+from novaclient import exceptions as nova_exc
+from oslo_config import cfg
+import requests
+
+from heat_health.common import config  # noqa: F401  (registers options)
+
+NOVA_API_VERSION = '2.1'
+
+Server = collections.namedtuple('Server', ['status', 'addresses'])
+
+
+class NovaUnavailable(Exception):
+    """Nova could not be asked or did not answer."""
+
+
+Page = collections.namedtuple('Page', ['servers', 'next_marker'])
+"""One page of a full listing: servers, and the marker of the next page
+(None after the last one)."""
+
+
+def _session(conf):
+    section = conf.heat_health.nova_auth_section
+    ks_loading.register_auth_conf_options(conf, section)
+    ks_loading.register_session_conf_options(conf, section)
+    auth = ks_loading.load_auth_from_conf_options(conf, section)
+    return ks_session.Session(auth=auth)
+
+
+def _servers(body):
+    return {s['id']: Server(s.get('status'), s.get('addresses') or {})
+            for s in body.get('servers', ())}
+
+
+def _next_marker(body):
+    for link in body.get('servers_links', ()):
+        if link.get('rel') == 'next':
+            query = parse.parse_qs(parse.urlsplit(link['href']).query)
+            if query.get('marker'):
+                return query['marker'][0]
+    return None
+
+
+class NovaAdapter(object):
+    """Admin listings of all projects' servers through python-novaclient.
+
+    Credentials are a keystoneauth section of heat.conf (by default Heat's
+    own service user in ``[keystone_authtoken]``), which must be allowed to
+    list all projects' servers (``all_tenants``).
+    """
+
+    def __init__(self, conf=cfg.CONF, client=None):
+        self._conf = conf
+        self._client = client
+        self.requests = 0
+
+    @property
+    def client(self):
+        if self._client is None:
+            options = self._conf.heat_health
+            self._client = nova_client.Client(
+                NOVA_API_VERSION, session=_session(self._conf),
+                region_name=self._conf.region_name_for_services,
+                endpoint_type=options.nova_endpoint_type,
+                timeout=options.nova_request_timeout)
+        return self._client
+
+    def _get(self, params):
+        self.requests += 1
+        url = '/servers/detail?' + parse.urlencode(params)
+        try:
+            _resp, body = self.client.client.get(url)
+        except (nova_exc.ClientException, ks_exc.ClientException,
+                requests.RequestException, ValueError) as e:
+            raise NovaUnavailable('%s: %s' % (type(e).__name__, e))
+        if not isinstance(body, dict) or 'servers' not in body:
+            raise NovaUnavailable('Nova answered without a server list')
+        return body
+
+    def _all_pages(self, params):
+        servers = {}
+        marker = None
+        while True:
+            page_params = dict(params, marker=marker) if marker else params
+            body = self._get(page_params)
+            servers.update(_servers(body))
+            marker = _next_marker(body)
+            if marker is None:
+                return servers
+
+    def list_changed(self, since):
+        """{server_id: Server} changed at or after ``since``.
+
+        ``since`` is a naive UTC datetime; deleted servers are included,
+        with status DELETED.
+        """
+        return self._all_pages({'all_tenants': 1,
+                                'changes-since': since.isoformat()})
+
+    def list_all(self):
+        """{server_id: Server} of every existing server."""
+        return self._all_pages({'all_tenants': 1})
+
+    def list_page(self, marker=None):
+        """One page of all servers in id order, for a spread-out listing."""
+        params = {'all_tenants': 1, 'sort_key': 'uuid', 'sort_dir': 'asc'}
+        if marker:
+            params['marker'] = marker
+        body = self._get(params)
+        return Page(_servers(body), _next_marker(body))

@@ -1,0 +1,36 @@
+"""oslo.policy rules of heat-health's own API (the health report).
+
+Marking a resource unhealthy keeps Heat's own ``resource:mark_unhealthy``
+rule; the rules here are new, registered on Heat's enforcer before use and
+listed for oslopolicy-sample-generator (namespace ``heat_health``).
+"""
+
+from oslo_policy import policy
+
+PROJECT_READER = 'role:reader and project_id:%(project_id)s'
+
+rules = [
+    policy.DocumentedRuleDefault(
+        name='health:show',
+        check_str=PROJECT_READER,
+        scope_types=['project'],
+        description='Show the health report of a stack: its health '
+                    'policies, the state of each watched server, the last '
+                    'observation and recent state changes.',
+        operations=[{'path': '/v1/{tenant_id}/stacks/{stack_name}/'
+                             '{stack_id}/health',
+                     'method': 'GET'}]),
+]
+
+
+def list_rules():
+    """Entry point for oslo.policy's generators."""
+    return rules
+
+
+def register(enforcer):
+    """Add our rules to Heat's enforcer (heat.common.policy.Enforcer)."""
+    registered = enforcer.enforcer.registered_rules
+    for rule in rules:
+        if rule.name not in registered:
+            enforcer.enforcer.register_default(rule)

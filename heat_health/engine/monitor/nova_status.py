@@ -1,0 +1,136 @@
+"""NODE_STATUS_POLLING: Nova's view of every watched server, batched.
+
+One poll asks Nova, as admin over all projects, which servers changed since
+the previous poll (``changes-since``, deleted servers included): one request
+for all watched servers of this engine, whatever the number of policies.
+A full listing made at start and then every ``node_status_resync_cycles``
+polls catches whatever those queries missed (a server purged from Nova,
+a clock skew); it is fetched one page per poll, in id order, so a server
+missing from a page's id range is known to be gone, and a poll never costs
+more than two requests.
+
+Unlike Senlin, an API error or timeout is not a verdict on the servers: it
+makes every watched server UNKNOWN, which leaves their state as it was.
+"""
+
+import datetime
+
+from oslo_log import log as logging
+from oslo_utils import timeutils
+
+from heat_health.common import nova_adapter
+from heat_health.engine.monitor import observation as obs
+
+LOG = logging.getLogger(__name__)
+
+SOURCE = obs.NODE_STATUS_POLLING
+
+UNHEALTHY_STATUSES = frozenset(['ERROR', 'SHUTOFF', 'PAUSED', 'SUSPENDED',
+                                'DELETED', 'SOFT_DELETED'])
+HEALTHY_STATUSES = frozenset(['ACTIVE'])
+# Every other status (BUILD, REBOOT, HARD_REBOOT, REBUILD, MIGRATING,
+# RESIZE, VERIFY_RESIZE, ...) is a transition: no verdict until it ends.
+
+# changes-since reaches this far before the previous poll, so a clock skew
+# between this host and Nova's database does not lose changes.
+OVERLAP = datetime.timedelta(seconds=2)
+
+MISSING_REASON = 'Not in Nova\'s server list'
+
+
+def verdict(status):
+    """(verdict, reason) for a Nova status, or None for a transition."""
+    if status in UNHEALTHY_STATUSES:
+        return obs.UNHEALTHY, 'Nova status %s' % status
+    if status in HEALTHY_STATUSES:
+        return obs.HEALTHY, 'Nova status %s' % status
+    return None
+
+
+class StatusPoller(object):
+    """Polls Nova for all servers watched with NODE_STATUS_POLLING.
+
+    :param adapter: a NovaAdapter (list_changed, list_all, list_page).
+    :param observe: called with each Observation.
+    :param watched: returns the set of server ids to report on now.
+    :param resync_cycles: polls between the starts of two full listings.
+    """
+
+    def __init__(self, adapter, observe, watched, resync_cycles,
+                 clock=timeutils.utcnow):
+        self._adapter = adapter
+        self._observe = observe
+        self._watched = watched
+        self._resync_cycles = resync_cycles
+        self._clock = clock
+        self._since = None       # start of the last successful poll
+        self._cycles = 0         # polls since the last full listing began
+        self._sweep = None       # marker of the next page, '' for the first
+
+    def poll(self):
+        """One poll cycle; returns the number of observations made."""
+        watched = self._watched()
+        if not watched:
+            return 0
+        now = self._clock()
+        try:
+            if self._since is None:
+                servers = self._adapter.list_all()
+                count = self._report(servers, watched, now)
+                count += self._missing(watched - set(servers), now)
+                self._since = now
+                self._cycles = 0
+                return count
+            changed = self._adapter.list_changed(self._since - OVERLAP)
+            self._since = now
+            count = self._report(changed, watched, now)
+            self._cycles += 1
+            if self._sweep is None and self._cycles >= self._resync_cycles:
+                self._sweep = ''
+                self._cycles = 0
+            if self._sweep is not None:
+                count += self._sweep_page(watched, now)
+            return count
+        except nova_adapter.NovaUnavailable as e:
+            self._sweep = None
+            LOG.warning('Nova status poll failed, %(n)d servers UNKNOWN: '
+                        '%(error)s', {'n': len(watched), 'error': e})
+            reason = 'Nova API unavailable: %s' % e
+            for server_id in watched:
+                self._observe(obs.Observation(server_id, obs.UNKNOWN, reason,
+                                              SOURCE, now))
+            return len(watched)
+
+    def _report(self, servers, watched, now):
+        count = 0
+        for server_id in watched.intersection(servers):
+            found = verdict(servers[server_id].status)
+            if found is not None:
+                self._observe(obs.Observation(server_id, found[0], found[1],
+                                              SOURCE, now))
+                count += 1
+        return count
+
+    def _missing(self, server_ids, now):
+        for server_id in server_ids:
+            self._observe(obs.Observation(server_id, obs.UNHEALTHY,
+                                          MISSING_REASON, SOURCE, now))
+        return len(server_ids)
+
+    def _sweep_page(self, watched, now):
+        low = self._sweep
+        page = self._adapter.list_page(low or None)
+        ids = list(page.servers)
+        if ids != sorted(ids):
+            # Nova did not sort by id: a page's range means nothing, so
+            # this full listing is made at once instead.
+            self._sweep = None
+            servers = self._adapter.list_all()
+            return (self._report(servers, watched, now) +
+                    self._missing(watched - set(servers), now))
+        high = page.next_marker
+        self._sweep = high
+        in_range = {s for s in watched
+                    if s > low and (high is None or s <= high)}
+        return (self._report(page.servers, in_range, now) +
+                self._missing(in_range - set(page.servers), now))

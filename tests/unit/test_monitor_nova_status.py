@@ -1,0 +1,190 @@
+"""The status poller against a fake Nova adapter."""
+
+import datetime
+
+from heat_health.common import nova_adapter
+from heat_health.engine.monitor import nova_status
+from heat_health.engine.monitor import observation as obs
+from tests.unit import base
+
+T0 = datetime.datetime(2026, 1, 1, 12, 0, 0)
+
+
+def _server(status):
+    return nova_adapter.Server(status, {})
+
+
+class FakeNova(object):
+    """Servers by id; pages of ``page_size`` in id order; a call log."""
+
+    def __init__(self, servers, page_size=2):
+        self.servers = servers
+        self.changed = {}
+        self.page_size = page_size
+        self.calls = []
+        self.error = None
+
+    def _call(self, what):
+        self.calls.append(what)
+        if self.error:
+            raise nova_adapter.NovaUnavailable(self.error)
+
+    def list_all(self):
+        self._call('all')
+        return dict(self.servers)
+
+    def list_changed(self, since):
+        self._call(('changed', since))
+        return dict(self.changed)
+
+    def list_page(self, marker=None):
+        self._call(('page', marker))
+        ids = sorted(s for s in self.servers if marker is None or s > marker)
+        page = ids[:self.page_size]
+        more = len(ids) > self.page_size
+        return nova_adapter.Page({s: self.servers[s] for s in page},
+                                 page[-1] if more else None)
+
+
+class TestStatusPoller(base.HeatHealthTestCase):
+
+    def setUp(self):
+        super(TestStatusPoller, self).setUp()
+        self.now = T0
+        self.seen = []
+        self.watched = {'a', 'b', 'c', 'd'}
+        self.nova = FakeNova({s: _server('ACTIVE') for s in 'abcdef'})
+        self.poller = nova_status.StatusPoller(
+            self.nova, self.seen.append, lambda: set(self.watched),
+            resync_cycles=3, clock=lambda: self.now)
+
+    def _poll(self):
+        del self.seen[:]
+        del self.nova.calls[:]
+        self.poller.poll()
+        self.now += datetime.timedelta(seconds=5)
+        return {o.server_id: (o.verdict, o.reason) for o in self.seen}
+
+    def test_status_verdicts(self):
+        self.assertEqual((obs.UNHEALTHY, 'Nova status SHUTOFF'),
+                         nova_status.verdict('SHUTOFF'))
+        for status in ('ERROR', 'PAUSED', 'SUSPENDED', 'DELETED',
+                       'SOFT_DELETED'):
+            self.assertEqual(obs.UNHEALTHY, nova_status.verdict(status)[0])
+        self.assertEqual(obs.HEALTHY, nova_status.verdict('ACTIVE')[0])
+        for status in ('BUILD', 'REBOOT', 'HARD_REBOOT', 'REBUILD',
+                       'MIGRATING', 'RESIZE', 'VERIFY_RESIZE'):
+            self.assertIsNone(nova_status.verdict(status))
+
+    def test_first_poll_lists_all_and_missing_is_unhealthy(self):
+        del self.nova.servers['d']
+        seen = self._poll()
+        self.assertEqual(['all'], self.nova.calls)
+        self.assertEqual(obs.HEALTHY, seen['a'][0])
+        self.assertEqual((obs.UNHEALTHY, nova_status.MISSING_REASON),
+                         seen['d'])
+        self.assertNotIn('e', seen)
+        self.assertTrue(all(o.source == obs.NODE_STATUS_POLLING
+                            for o in self.seen))
+
+    def test_changes_since_then_one_page_per_poll(self):
+        self._poll()
+        self.nova.changed = {'b': _server('ERROR'), 'e': _server('ERROR'),
+                             'c': _server('REBOOT')}
+        seen = self._poll()
+        self.assertEqual([('changed', T0 - nova_status.OVERLAP)],
+                         self.nova.calls)
+        self.assertEqual({'b': (obs.UNHEALTHY, 'Nova status ERROR')}, seen)
+        self.nova.changed = {}
+        self._poll()
+        # Third poll since the full listing: a resync starts, page by page.
+        del self.nova.servers['c']
+        seen = self._poll()
+        self.assertEqual(2, len(self.nova.calls))
+        self.assertEqual(('page', None), self.nova.calls[1])
+        self.assertEqual({'a': (obs.HEALTHY, 'Nova status ACTIVE'),
+                          'b': (obs.HEALTHY, 'Nova status ACTIVE')}, seen)
+        seen = self._poll()
+        self.assertEqual(('page', 'b'), self.nova.calls[1])
+        # Page (b, e]: c is gone, d is there.
+        self.assertEqual({'c': (obs.UNHEALTHY, nova_status.MISSING_REASON),
+                          'd': (obs.HEALTHY, 'Nova status ACTIVE')}, seen)
+        seen = self._poll()
+        self.assertEqual(('page', 'e'), self.nova.calls[1])
+        self.assertEqual({}, seen)
+        # The next full listing starts three polls after the last one did.
+        self._poll()
+        self.assertEqual(('page', None), self.nova.calls[1])
+
+    def test_never_more_than_two_requests(self):
+        self.nova.page_size = 1
+        for _ in range(20):
+            self._poll()
+            self.assertLessEqual(len(self.nova.calls), 2)
+
+    def test_api_errors_make_every_watched_server_unknown(self):
+        self._poll()
+        self.nova.error = 'ServiceUnavailable: 503'
+        seen = self._poll()
+        self.assertEqual(self.watched, set(seen))
+        self.assertEqual({obs.UNKNOWN}, {v for v, _r in seen.values()})
+        self.assertIn('503', seen['a'][1])
+        # The next successful poll covers the time of the failed one.
+        self.nova.error = None
+        self._poll()
+        self.assertEqual(('changed', T0 - nova_status.OVERLAP),
+                         self.nova.calls[0])
+
+    def test_nothing_watched_asks_nothing(self):
+        self.watched = set()
+        self._poll()
+        self.assertEqual([], self.nova.calls)
+
+
+class TestAdapter(base.HeatHealthTestCase):
+
+    class FakeHTTP(object):
+        def __init__(self, bodies):
+            self.bodies = list(bodies)
+            self.urls = []
+
+        def get(self, url):
+            self.urls.append(url)
+            body = self.bodies.pop(0)
+            if isinstance(body, Exception):
+                raise body
+            return None, body
+
+    def _adapter(self, *bodies):
+        http = self.FakeHTTP(bodies)
+        client = type('Client', (), {'client': http})()
+        return nova_adapter.NovaAdapter(client=client), http
+
+    def test_follows_pages(self):
+        link = 'http://nova/v2.1/servers/detail?all_tenants=1&marker=s2'
+        adapter, http = self._adapter(
+            {'servers': [{'id': 's1', 'status': 'ACTIVE'},
+                         {'id': 's2', 'status': 'SHUTOFF',
+                          'addresses': {'private': []}}],
+             'servers_links': [{'rel': 'next', 'href': link}]},
+            {'servers': [{'id': 's3', 'status': 'ERROR'}]})
+        servers = adapter.list_all()
+        self.assertEqual(['ACTIVE', 'SHUTOFF', 'ERROR'],
+                         [servers[s].status for s in ('s1', 's2', 's3')])
+        self.assertIn('all_tenants=1', http.urls[0])
+        self.assertIn('marker=s2', http.urls[1])
+        self.assertEqual(2, adapter.requests)
+
+    def test_changes_since_query(self):
+        adapter, http = self._adapter({'servers': []})
+        adapter.list_changed(T0)
+        self.assertIn('changes-since=2026-01-01T12%3A00%3A00', http.urls[0])
+
+    def test_errors_are_unavailable(self):
+        from keystoneauth1 import exceptions as ks_exc
+        from novaclient import exceptions as nova_exc
+        for error in (nova_exc.ClientException(500),
+                      ks_exc.ConnectTimeout(), ks_exc.EndpointNotFound(),
+                      {'error': 'no list'}):
+            adapter, _http = self._adapter(error)
+            self.assertRaises(nova_adapter.NovaUnavailable, adapter.list_all)
