@@ -8,8 +8,10 @@ from oslo_log import log as logging
 import oslo_messaging
 
 from heat_health.engine import heat_locks
+from heat_health.engine import registry as registry_module
 from heat_health.engine import resource_locator
 from heat_health.objects import marking as marking_object
+from heat_health.objects import policy as policy_object
 from heat_health.rpc import api as rpc_api
 
 LOG = logging.getLogger(__name__)
@@ -80,3 +82,47 @@ class HealthEndpoint(object):
                   'res': rsrc.name, 'phys': rsrc.resource_id,
                   'stack': stack.name, 'why': reason})
         return marking.obj_to_primitive()
+
+    # Health policy registration (OS::Heat::HealthPolicy).
+
+    @property
+    def registry(self):
+        """The engine's registry (the service shares its own)."""
+        if getattr(self, '_registry', None) is None:
+            self._registry = registry_module.Registry(self.engine_id)
+        return self._registry
+
+    @registry.setter
+    def registry(self, value):
+        self._registry = value
+
+    @expected_heat_errors
+    def register_policy(self, ctxt, policy):
+        """Store a policy, claim it and resolve its targets.
+
+        The answer is the confirmation heat-engine waits for: the owning
+        engine's id and what it watches. A policy another live engine
+        already owns stays with it (that engine is named in the answer).
+        """
+        values = dict((key, policy[key]) for key in (
+            'id', 'stack_id', 'resource_name', 'spec', 'enabled'))
+        values.update(project_id=ctxt.project_id, user_id=ctxt.user_id)
+        policy_object.Policy.create_or_update(values)
+        owned = self.registry.claim(policy_id=values['id'])
+        record = owned[0] if owned else policy_object.Policy.get(values['id'])
+        watched = self.registry.refresh_targets(record)
+        LOG.info('Registered policy %(id)s (%(res)s of stack %(stack)s): '
+                 '%(n)d servers, owner %(owner)s',
+                 {'id': record.id, 'res': record.resource_name,
+                  'stack': record.stack_id, 'n': len(watched),
+                  'owner': record.engine_id})
+        return {'policy_id': record.id, 'engine_id': record.engine_id,
+                'targets': [t.path for t in watched],
+                'missing': self.registry.missing_targets(record)}
+
+    def unregister_policy(self, ctxt, policy_id):
+        """Forget a policy and delete its rows; True if it was registered."""
+        self.registry.forget(policy_id)
+        existed = policy_object.Policy.delete(policy_id)
+        LOG.info('Unregistered policy %s', policy_id)
+        return existed

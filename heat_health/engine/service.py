@@ -14,6 +14,7 @@ from oslo_service import service
 
 from heat_health.engine import endpoint
 from heat_health.engine import heat_locks
+from heat_health.engine import registry
 from heat_health.rpc import api as rpc_api
 
 LOG = logging.getLogger(__name__)
@@ -36,18 +37,27 @@ class HealthEngineService(service.Service):
         self.engine_id = service_utils.generate_engine_id()
         target = oslo_messaging.Target(version=rpc_api.RPC_API_VERSION,
                                        server=self.host, topic=self.topic)
+        # The policies this engine owns (registration, leases, targets).
+        self.registry = registry.Registry(self.engine_id)
+        health_endpoint = endpoint.HealthEndpoint(self.engine_id)
+        health_endpoint.registry = self.registry
         for rpc_target, rpc_endpoint in [
                 (heat_locks.liveness_target(self.engine_id),
                  heat_locks.LivenessEndpoint()),
-                (target, endpoint.HealthEndpoint(self.engine_id))]:
+                (target, health_endpoint)]:
             server = messaging.get_rpc_server(rpc_target, rpc_endpoint)
             server.start()
             self._servers.append(server)
+        self._lease_keeper = registry.LeaseKeeper(self.registry)
+        self._lease_keeper.start()
         LOG.info('heat-health-engine %(id)s serving topic %(topic)s on '
                  '%(host)s', {'id': self.engine_id, 'topic': self.topic,
                               'host': self.host})
 
     def stop(self, graceful=True):
+        if getattr(self, '_lease_keeper', None) is not None:
+            self._lease_keeper.stop()
+            self._lease_keeper = None
         for server in reversed(self._servers):
             server.stop()
             server.wait()

@@ -31,3 +31,32 @@ class HealthClient(object):
                           mark_unhealthy=mark_unhealthy,
                           resource_status_reason=resource_status_reason,
                           source=source)
+
+
+class RegistryClient(object):
+    """Registration of health policies, as heat-engine's plugin calls it.
+
+    Calls wait ``[heat_health] register_timeout`` at most: an unanswered
+    registration must fail the resource, never pass silently unwatched.
+    """
+
+    def __init__(self):
+        conf = cfg.CONF.heat_health
+        self._client = messaging.get_rpc_client(
+            topic=conf.topic, version=rpc_api.REGISTRY_RPC_API_VERSION)
+        self.timeout = conf.register_timeout
+
+    def register_policy(self, ctxt, policy):
+        """Store, claim and resolve a policy; answers {engine_id, ...}.
+
+        :param policy: dict with id, stack_id, resource_name, spec, enabled.
+        """
+        cctxt = self._client.prepare(timeout=self.timeout,
+                                     version=rpc_api.REGISTRY_RPC_API_VERSION)
+        return cctxt.call(ctxt, rpc_api.REGISTER_POLICY, policy=policy)
+
+    def unregister_policy(self, ctxt, policy_id):
+        cctxt = self._client.prepare(timeout=self.timeout,
+                                     version=rpc_api.REGISTRY_RPC_API_VERSION)
+        return cctxt.call(ctxt, rpc_api.UNREGISTER_POLICY,
+                          policy_id=policy_id)

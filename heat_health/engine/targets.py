@@ -1,0 +1,164 @@
+"""Which servers a health policy watches, read from Heat's database.
+
+A policy names resources of its own stack: servers, or groups whose member
+servers live in nested stacks at any depth (ResourceGroup, AutoScalingGroup,
+InstanceGroup, provider templates inside them). Heat stores every resource
+with the id of its root stack, so the whole tree under a root is one query,
+whatever its depth; the stacks and their templates (where resource types
+are recorded) are two more, for any number of policies at once. Parsed
+templates are cached by id and the stack's update time, so a tick that finds
+nothing changed costs three small queries and no parsing.
+"""
+
+import collections
+
+from heat.db import api as heat_db
+from heat.db import models as heat_models
+
+SERVER_TYPES = frozenset(['OS::Nova::Server', 'AWS::EC2::Instance'])
+GROUP_TYPES = frozenset(['OS::Heat::ResourceGroup',
+                         'OS::Heat::AutoScalingGroup',
+                         'OS::Heat::InstanceGroup',
+                         'AWS::AutoScaling::AutoScalingGroup'])
+IN_PROGRESS = 'IN_PROGRESS'
+
+Resolution = collections.namedtuple('Resolution', [
+    'servers',      # {server_id: {stack_id, resource_name, path, addresses}}
+    'in_progress',  # the policy's stack or a nested one is IN_PROGRESS
+    'missing',      # target names not (or no longer) in the stack
+    'fingerprint',  # changes whenever a stack of the tree changes
+])
+
+_StackRow = collections.namedtuple('_StackRow', [
+    'id', 'owner_id', 'action', 'status', 'raw_template_id', 'updated_at',
+    'created_at'])
+
+
+def _resource_types(template, environment):
+    """{resource name: type} of a stored template, aliases resolved."""
+    resources = (template or {}).get('resources')
+    if resources is None:
+        resources = (template or {}).get('Resources') or {}
+    registry = ((environment or {}).get('resource_registry') or {})
+    types = {}
+    for name, definition in resources.items():
+        if not isinstance(definition, dict):
+            continue
+        rtype = definition.get('type') or definition.get('Type')
+        for _hop in range(5):
+            alias = registry.get(rtype)
+            if not isinstance(alias, str) or alias == rtype:
+                break
+            rtype = alias
+        types[name] = rtype
+    return types
+
+
+class Resolver(object):
+    """Resolves policies' targets; keeps parsed templates between calls."""
+
+    def __init__(self):
+        self._types = {}  # (raw_template_id, updated_at) -> {name: type}
+        self._roots = {}  # stack id -> root stack id
+
+    def _root_ids(self, ctxt, stack_ids):
+        for stack_id in set(stack_ids) - set(self._roots):
+            self._roots[stack_id] = (heat_db.stack_get_root_id(
+                ctxt, stack_id) or stack_id)
+        return {stack_id: self._roots[stack_id] for stack_id in stack_ids}
+
+    def _load(self, ctxt, root_ids):
+        """Live resources and stacks of the trees under root_ids."""
+        R, S, T = (heat_models.Resource, heat_models.Stack,
+                   heat_models.RawTemplate)
+        with heat_db.context_manager.reader.using(ctxt):
+            session = ctxt.session
+            resources = session.query(
+                R.id, R.name, R.stack_id, R.physical_resource_id, R.action,
+                R.replaced_by).filter(
+                    R.root_stack_id.in_(sorted(root_ids))).all()
+            stack_ids = {r.stack_id for r in resources} | set(root_ids)
+            stacks = {row.id: _StackRow(*row) for row in session.query(
+                S.id, S.owner_id, S.action, S.status, S.raw_template_id,
+                S.updated_at, S.created_at).filter(
+                    S.id.in_(sorted(stack_ids)), S.deleted_at.is_(None),
+                    sa_not_true(S.backup))}
+            current = {(s.raw_template_id, s.updated_at)
+                       for s in stacks.values()}
+            wanted = current - set(self._types)
+            if wanted:
+                ids = sorted({tmpl_id for tmpl_id, _ in wanted})
+                parsed = {row.id: _resource_types(row.template,
+                                                  row.environment)
+                          for row in session.query(
+                              T.id, T.template, T.environment).filter(
+                                  T.id.in_(ids))}
+                for key in wanted:
+                    self._types[key] = parsed.get(key[0], {})
+            if len(self._types) > 2 * len(current) + 64:
+                # Forget the templates of stacks updated or deleted since.
+                self._types = {key: self._types[key] for key in current}
+        by_stack = collections.defaultdict(dict)
+        for row in resources:
+            if row.stack_id not in stacks or row.action == 'DELETE':
+                continue
+            current = by_stack[row.stack_id].get(row.name)
+            # A replaced resource and its replacement share a name while an
+            # update runs: the replacement is the one to follow.
+            if (current is None or current.replaced_by == row.id or
+                    (row.replaced_by is None and
+                     current.replaced_by is not None)):
+                by_stack[row.stack_id][row.name] = row
+        return by_stack, stacks
+
+    def _types_of(self, stack):
+        return self._types.get((stack.raw_template_id, stack.updated_at), {})
+
+    def _walk(self, by_stack, stacks, stack_id, names, prefix, found,
+              visited):
+        stack = stacks.get(stack_id)
+        if stack is None:
+            return
+        visited.add(stack_id)
+        types = self._types_of(stack)
+        for name in names:
+            row = by_stack[stack_id].get(name)
+            if row is None or not row.physical_resource_id:
+                continue
+            path = prefix + name
+            nested = stacks.get(row.physical_resource_id)
+            if nested is not None and nested.owner_id == stack_id:
+                self._walk(by_stack, stacks, nested.id,
+                           sorted(by_stack[nested.id]), path + '/', found,
+                           visited)
+            elif types.get(name) in SERVER_TYPES:
+                found[row.physical_resource_id] = {
+                    'stack_id': stack_id, 'resource_name': name,
+                    'path': path, 'addresses': []}
+
+    def resolve(self, ctxt, policies):
+        """{policy id: Resolution} for policies (with stack_id and spec)."""
+        roots = self._root_ids(ctxt, {p.stack_id for p in policies})
+        by_stack, stacks = self._load(ctxt, set(roots.values()))
+        result = {}
+        for policy in policies:
+            names = list(policy.spec.get('targets') or [])
+            found, visited = {}, set()
+            self._walk(by_stack, stacks, policy.stack_id, names, '', found,
+                       visited)
+            present = by_stack.get(policy.stack_id, {})
+            in_progress = any(stacks[s].status == IN_PROGRESS
+                              for s in visited)
+            fingerprint = tuple(sorted(
+                (s, str(stacks[s].updated_at or stacks[s].created_at),
+                 stacks[s].status) for s in visited))
+            result[policy.id] = Resolution(
+                servers=found, in_progress=in_progress,
+                missing=[n for n in names if n not in present],
+                fingerprint=fingerprint)
+        return result
+
+
+def sa_not_true(column):
+    """column is false or NULL (Heat leaves ``backup`` NULL on most rows)."""
+    return (column.is_(None)) | (column == False)  # noqa: E712

@@ -1,0 +1,75 @@
+"""Policy: a registered OS::Heat::HealthPolicy and who watches it."""
+
+from heat.objects import fields as heat_fields
+from oslo_versionedobjects import base
+from oslo_versionedobjects import fields
+
+from heat_health.db import api as db_api
+
+
+@base.VersionedObjectRegistry.register
+class Policy(base.VersionedObject, base.VersionedObjectDictCompat):
+    OBJ_PROJECT_NAMESPACE = 'heat_health'
+    # Version 1.0: Initial version
+    VERSION = '1.0'
+
+    fields = {
+        'id': fields.StringField(),
+        'stack_id': fields.StringField(),
+        'resource_name': fields.StringField(),
+        'project_id': fields.StringField(),
+        'user_id': fields.StringField(nullable=True),
+        # The resource's properties as validated by heat-engine.
+        'spec': heat_fields.JsonField(),
+        'enabled': fields.BooleanField(),
+        'engine_id': fields.StringField(nullable=True),
+        'lease_expires_at': fields.DateTimeField(nullable=True),
+        'created_at': fields.DateTimeField(),
+        'updated_at': fields.DateTimeField(nullable=True),
+    }
+
+    @classmethod
+    def _from_db_object(cls, db_policy):
+        policy = cls()
+        for field in cls.fields:
+            policy[field] = getattr(db_policy, field)
+        policy.obj_reset_changes()
+        return policy
+
+    @classmethod
+    def _list(cls, rows):
+        return [cls._from_db_object(row) for row in rows]
+
+    @classmethod
+    def create_or_update(cls, values):
+        return cls._from_db_object(db_api.policy_create_or_update(values))
+
+    @classmethod
+    def get(cls, policy_id):
+        row = db_api.policy_get(policy_id)
+        return row and cls._from_db_object(row)
+
+    @classmethod
+    def get_all_by_stack(cls, stack_id):
+        return cls._list(db_api.policy_get_all_by_stack(stack_id))
+
+    @classmethod
+    def claim(cls, engine_id, lease_seconds, policy_id=None):
+        return cls._list(db_api.policy_claim(engine_id, lease_seconds,
+                                             policy_id))
+
+    @classmethod
+    def release(cls, engine_id):
+        return db_api.policy_release(engine_id)
+
+    @classmethod
+    def delete(cls, policy_id):
+        return db_api.policy_delete(policy_id)
+
+    @property
+    def detection(self):
+        return self.spec.get('detection') or {}
+
+    @property
+    def target_names(self):
+        return list(self.spec.get('targets') or [])

@@ -1,0 +1,538 @@
+"""OS::Heat::HealthPolicy: watch a stack's servers, and (later) heal them.
+
+The resource registers the policy with heat-health-engine, which stores it
+in the heat-health registry, claims it and resolves the servers it names
+(directly or inside groups at any depth). Properties keep the names of
+Senlin's health policy so its users can port their policies.
+"""
+
+import re
+import string
+import uuid
+
+from heat.common import exception
+from heat.common.i18n import _
+from heat.engine import attributes
+from heat.engine import constraints
+from heat.engine import properties
+from heat.engine import resource
+from heat.engine.resources.openstack.heat import instance_group
+from heat.engine.resources.openstack.heat import resource_group
+from heat.engine.resources.openstack.nova import server
+from heat.engine import support
+from oslo_log import log as logging
+import oslo_messaging
+
+from heat_health.objects import policy as policy_object
+from heat_health.objects import target as target_object
+from heat_health.rpc import client as rpc_client
+
+LOG = logging.getLogger(__name__)
+
+POLL_URL_VARIABLES = ('ip', 'name', 'id')
+
+
+class HealthPolicy(resource.Resource):
+    """Watches servers of its stack and says how they are healed.
+
+    ``targets`` names servers or groups (ResourceGroup, AutoScalingGroup,
+    InstanceGroup) of the same stack; the member servers of groups are
+    watched at any nesting depth and follow scaling and updates. Creating
+    the resource fails unless a heat-health-engine confirms it watches the
+    policy.
+    """
+
+    support_status = support.SupportStatus(version='27.0.0')
+
+    PROPERTIES = (
+        TARGETS, DETECTION, RECOVERY, ENABLED,
+    ) = (
+        'targets', 'detection', 'recovery', 'enabled',
+    )
+
+    _DETECTION_KEYS = (
+        INTERVAL, NODE_UPDATE_TIMEOUT, RECOVERY_CONDITIONAL, DETECTION_MODES,
+    ) = (
+        'interval', 'node_update_timeout', 'recovery_conditional',
+        'detection_modes',
+    )
+
+    _MODE_KEYS = (
+        MODE_TYPE, MODE_OPTIONS,
+    ) = (
+        'type', 'options',
+    )
+
+    _POLL_URL_OPTIONS = (
+        POLL_URL, POLL_URL_SSL_VERIFY, POLL_URL_CONN_ERROR_AS_UNHEALTHY,
+        POLL_URL_HEALTHY_RESPONSE, POLL_URL_RETRY_LIMIT,
+        POLL_URL_RETRY_INTERVAL, POLL_URL_TIMEOUT,
+    ) = (
+        'poll_url', 'poll_url_ssl_verify', 'poll_url_conn_error_as_unhealthy',
+        'poll_url_healthy_response', 'poll_url_retry_limit',
+        'poll_url_retry_interval', 'poll_url_timeout',
+    )
+
+    DETECTION_TYPES = (
+        NODE_STATUS_POLLING, NODE_STATUS_POLL_URL, LIFECYCLE_EVENTS,
+        LB_STATUS_POLLING,
+    ) = (
+        'NODE_STATUS_POLLING', 'NODE_STATUS_POLL_URL', 'LIFECYCLE_EVENTS',
+        'LB_STATUS_POLLING',
+    )
+
+    CONDITIONALS = (ANY_FAILED, ALL_FAILED) = ('ANY_FAILED', 'ALL_FAILED')
+
+    _RECOVERY_KEYS = (
+        RECOVERY_ACTIONS, FENCING, NODE_DELETE_TIMEOUT, NODE_FORCE_RECREATE,
+        MAX_ATTEMPTS, BACKOFF_INITIAL, BACKOFF_MAX, MAX_CONCURRENT,
+        MAX_UNHEALTHY_FRACTION, MODE,
+    ) = (
+        'actions', 'fencing', 'node_delete_timeout', 'node_force_recreate',
+        'max_attempts', 'backoff_initial', 'backoff_max', 'max_concurrent',
+        'max_unhealthy_fraction', 'mode',
+    )
+
+    _ACTION_KEYS = (ACTION_NAME, ACTION_PARAMS) = ('name', 'params')
+
+    ACTION_NAMES = (REBOOT, REBUILD, RECREATE) = (
+        'REBOOT', 'REBUILD', 'RECREATE')
+    RECOVERY_MODES = (HEAL, OBSERVE) = ('HEAL', 'OBSERVE')
+    FENCING_SERVICES = ('COMPUTE',)
+
+    ATTRIBUTES = (STATUS_ATTR, MEMBERS_ATTR) = ('status', 'members')
+
+    _poll_url_options_schema = {
+        POLL_URL: properties.Schema(
+            properties.Schema.STRING,
+            _('URL polled for each server; it may contain {ip}, {name} '
+              'and {id}, replaced by the server\'s address, name and id. '
+              'Required for NODE_STATUS_POLL_URL.'),
+        ),
+        POLL_URL_SSL_VERIFY: properties.Schema(
+            properties.Schema.BOOLEAN,
+            _('Whether to verify the TLS certificate of the poll URL.'),
+            default=True,
+        ),
+        POLL_URL_CONN_ERROR_AS_UNHEALTHY: properties.Schema(
+            properties.Schema.BOOLEAN,
+            _('Whether a connection error to the poll URL counts as an '
+              'unhealthy server (else as unknown).'),
+            default=True,
+        ),
+        POLL_URL_HEALTHY_RESPONSE: properties.Schema(
+            properties.Schema.STRING,
+            _('Regular expression searched in the response body of a '
+              'healthy server; without it any 2xx response is healthy.'),
+        ),
+        POLL_URL_RETRY_LIMIT: properties.Schema(
+            properties.Schema.INTEGER,
+            _('Retries of a failed poll before the server is unhealthy.'),
+            default=3,
+            constraints=[constraints.Range(0, 10)],
+        ),
+        POLL_URL_RETRY_INTERVAL: properties.Schema(
+            properties.Schema.INTEGER,
+            _('Seconds between retries of a failed poll.'),
+            default=3,
+            constraints=[constraints.Range(1, 60)],
+        ),
+        POLL_URL_TIMEOUT: properties.Schema(
+            properties.Schema.NUMBER,
+            _('Seconds one poll may take.'),
+            default=5,
+            constraints=[constraints.Range(1, 60)],
+        ),
+    }
+
+    properties_schema = {
+        TARGETS: properties.Schema(
+            properties.Schema.LIST,
+            _('Names of resources of this stack to watch: OS::Nova::Server '
+              'resources, or groups (OS::Heat::ResourceGroup, '
+              'OS::Heat::AutoScalingGroup, OS::Heat::InstanceGroup) whose '
+              'member servers are watched.'),
+            required=True,
+            update_allowed=True,
+            schema=properties.Schema(properties.Schema.STRING),
+            constraints=[constraints.Length(min=1)],
+        ),
+        DETECTION: properties.Schema(
+            properties.Schema.MAP,
+            _('How failures are detected.'),
+            update_allowed=True,
+            default={},
+            schema={
+                INTERVAL: properties.Schema(
+                    properties.Schema.INTEGER,
+                    _('Seconds between two checks of each server.'),
+                    default=60,
+                    constraints=[constraints.Range(5, 3600)],
+                ),
+                NODE_UPDATE_TIMEOUT: properties.Schema(
+                    properties.Schema.INTEGER,
+                    _('Grace in seconds after a server is created or '
+                      'updated during which no failure is decided.'),
+                    default=300,
+                    constraints=[constraints.Range(0, 86400)],
+                ),
+                RECOVERY_CONDITIONAL: properties.Schema(
+                    properties.Schema.STRING,
+                    _('ANY_FAILED: one failing detection mode makes a '
+                      'server unhealthy; ALL_FAILED: all modes must fail.'),
+                    default=ANY_FAILED,
+                    constraints=[constraints.AllowedValues(CONDITIONALS)],
+                ),
+                DETECTION_MODES: properties.Schema(
+                    properties.Schema.LIST,
+                    _('Detection modes, each type at most once.'),
+                    default=[{MODE_TYPE: NODE_STATUS_POLLING}],
+                    constraints=[constraints.Length(min=1)],
+                    schema=properties.Schema(
+                        properties.Schema.MAP,
+                        schema={
+                            MODE_TYPE: properties.Schema(
+                                properties.Schema.STRING,
+                                _('Type of failure detection.'),
+                                required=True,
+                                constraints=[constraints.AllowedValues(
+                                    DETECTION_TYPES)],
+                            ),
+                            MODE_OPTIONS: properties.Schema(
+                                properties.Schema.MAP,
+                                _('Options of the mode (poll_url_* for '
+                                  'NODE_STATUS_POLL_URL).'),
+                                default={},
+                                schema=_poll_url_options_schema,
+                            ),
+                        },
+                    ),
+                ),
+            },
+        ),
+        RECOVERY: properties.Schema(
+            properties.Schema.MAP,
+            _('How unhealthy servers are recovered.'),
+            update_allowed=True,
+            default={},
+            schema={
+                RECOVERY_ACTIONS: properties.Schema(
+                    properties.Schema.LIST,
+                    _('Recovery actions, tried in order.'),
+                    default=[{ACTION_NAME: RECREATE}],
+                    schema=properties.Schema(
+                        properties.Schema.MAP,
+                        schema={
+                            ACTION_NAME: properties.Schema(
+                                properties.Schema.STRING,
+                                _('Name of the action.'),
+                                required=True,
+                                constraints=[constraints.AllowedValues(
+                                    ACTION_NAMES)],
+                            ),
+                            ACTION_PARAMS: properties.Schema(
+                                properties.Schema.MAP,
+                                _('Parameters of the action.'),
+                                default={},
+                            ),
+                        },
+                    ),
+                ),
+                FENCING: properties.Schema(
+                    properties.Schema.LIST,
+                    _('Services fenced before recovery.'),
+                    default=[],
+                    schema=properties.Schema(
+                        properties.Schema.STRING,
+                        constraints=[constraints.AllowedValues(
+                            FENCING_SERVICES)],
+                    ),
+                ),
+                NODE_DELETE_TIMEOUT: properties.Schema(
+                    properties.Schema.INTEGER,
+                    _('Seconds to wait for a server to be deleted before '
+                      'it is recreated.'),
+                    default=20,
+                    constraints=[constraints.Range(1, 3600)],
+                ),
+                NODE_FORCE_RECREATE: properties.Schema(
+                    properties.Schema.BOOLEAN,
+                    _('Whether to recreate a server whose deletion failed.'),
+                    default=False,
+                ),
+                MAX_ATTEMPTS: properties.Schema(
+                    properties.Schema.INTEGER,
+                    _('Recoveries of one server before it is given up.'),
+                    default=3,
+                    constraints=[constraints.Range(1, 100)],
+                ),
+                BACKOFF_INITIAL: properties.Schema(
+                    properties.Schema.INTEGER,
+                    _('Seconds before the second recovery attempt of a '
+                      'server; doubled for each further one.'),
+                    default=30,
+                    constraints=[constraints.Range(0, 86400)],
+                ),
+                BACKOFF_MAX: properties.Schema(
+                    properties.Schema.INTEGER,
+                    _('Longest wait between two recovery attempts.'),
+                    default=600,
+                    constraints=[constraints.Range(0, 86400)],
+                ),
+                MAX_CONCURRENT: properties.Schema(
+                    properties.Schema.INTEGER,
+                    _('Recoveries of this policy running at once.'),
+                    default=1,
+                    constraints=[constraints.Range(1, 1000)],
+                ),
+                MAX_UNHEALTHY_FRACTION: properties.Schema(
+                    properties.Schema.NUMBER,
+                    _('Brake: no recovery while more than this fraction of '
+                      'the targets is unhealthy (a mass failure is more '
+                      'likely a fault of the platform than of servers).'),
+                    default=0.5,
+                    constraints=[constraints.Range(0, 1)],
+                ),
+                MODE: properties.Schema(
+                    properties.Schema.STRING,
+                    _('HEAL recovers; OBSERVE only detects and reports.'),
+                    default=HEAL,
+                    constraints=[constraints.AllowedValues(RECOVERY_MODES)],
+                ),
+            },
+        ),
+        ENABLED: properties.Schema(
+            properties.Schema.BOOLEAN,
+            _('Whether the policy is active; false pauses detection and '
+              'recovery (maintenance).'),
+            default=True,
+            update_allowed=True,
+        ),
+    }
+
+    attributes_schema = {
+        STATUS_ATTR: attributes.Schema(
+            _('Summary: enabled, owning heat-health-engine, lease, number '
+              'of targets per state, and target names not found.'),
+            type=attributes.Schema.MAP,
+            cache_mode=attributes.Schema.CACHE_NONE,
+        ),
+        MEMBERS_ATTR: attributes.Schema(
+            _('Health of each watched server: server_id, path, state, '
+              'reason, source and observed_at of the last observation.'),
+            type=attributes.Schema.LIST,
+            cache_mode=attributes.Schema.CACHE_NONE,
+        ),
+    }
+
+    # Validation
+
+    def _invalid(self, message, *path):
+        raise exception.StackValidationFailed(
+            path=[self.stack.t.get_section_name(self.stack.t.RESOURCES),
+                  self.name, 'properties'] + [str(p) for p in path],
+            message=message)
+
+    def _validate_targets(self):
+        names = self.properties[self.TARGETS]
+        seen = set()
+        for index, name in enumerate(names):
+            path = (self.TARGETS, index)
+            if name in seen:
+                self._invalid(_('target "%s" is listed twice') % name, *path)
+            seen.add(name)
+            if name == self.name or name not in self.stack:
+                self._invalid(_('target "%s" is not a resource of this '
+                                'stack') % name, *path)
+            target = self.stack[name]
+            if not isinstance(target, (server.Server,
+                                       resource_group.ResourceGroup,
+                                       instance_group.InstanceGroup)):
+                self._invalid(_('target "%(name)s" is a %(type)s; targets '
+                                'must be OS::Nova::Server, '
+                                'OS::Heat::ResourceGroup, '
+                                'OS::Heat::AutoScalingGroup or '
+                                'OS::Heat::InstanceGroup resources') %
+                              {'name': name, 'type': target.type()}, *path)
+
+    def _validate_poll_url(self, options, path):
+        url = options.get(self.POLL_URL)
+        if not url:
+            self._invalid(_('poll_url is required for detection mode '
+                            'NODE_STATUS_POLL_URL'), *path)
+        try:
+            fields = [f for _text, f, _spec, _conv in
+                      string.Formatter().parse(url) if f is not None]
+        except ValueError as exc:
+            self._invalid(_('poll_url "%(url)s" is not a valid template: '
+                            '%(err)s') % {'url': url, 'err': exc},
+                          *(path + (self.POLL_URL,)))
+        unknown = sorted(set(fields) - set(POLL_URL_VARIABLES))
+        if unknown:
+            self._invalid(_('poll_url may only use the variables {ip}, '
+                            '{name} and {id}, not %s') %
+                          ', '.join('{%s}' % f for f in unknown),
+                          *(path + (self.POLL_URL,)))
+        if not re.match(r'^https?://', url):
+            self._invalid(_('poll_url "%s" must be an http:// or https:// '
+                            'URL') % url, *(path + (self.POLL_URL,)))
+        pattern = options.get(self.POLL_URL_HEALTHY_RESPONSE)
+        if pattern is not None:
+            if not pattern:
+                self._invalid(_('poll_url_healthy_response must not be '
+                                'empty: an empty pattern matches any '
+                                'response'),
+                              *(path + (self.POLL_URL_HEALTHY_RESPONSE,)))
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                self._invalid(_('poll_url_healthy_response is not a valid '
+                                'regular expression: %s') % exc,
+                              *(path + (self.POLL_URL_HEALTHY_RESPONSE,)))
+
+    def _validate_detection(self):
+        detection = self.properties[self.DETECTION]
+        seen = set()
+        for index, mode in enumerate(detection[self.DETECTION_MODES]):
+            path = (self.DETECTION, self.DETECTION_MODES, index)
+            mode_type = mode[self.MODE_TYPE]
+            if mode_type in seen:
+                self._invalid(_('detection mode %s is listed twice') %
+                              mode_type, *path)
+            seen.add(mode_type)
+            options = mode.get(self.MODE_OPTIONS) or {}
+            if mode_type == self.NODE_STATUS_POLL_URL:
+                self._validate_poll_url(options, path + (self.MODE_OPTIONS,))
+            elif (options.get(self.POLL_URL) is not None or
+                  options.get(self.POLL_URL_HEALTHY_RESPONSE) is not None):
+                self._invalid(_('poll_url options apply only to detection '
+                                'mode NODE_STATUS_POLL_URL, not %s') %
+                              mode_type, *path)
+
+    def _validate_recovery(self):
+        recovery = self.properties[self.RECOVERY]
+        if recovery[self.BACKOFF_INITIAL] > recovery[self.BACKOFF_MAX]:
+            self._invalid(_('backoff_initial (%(i)s) is larger than '
+                            'backoff_max (%(m)s)') %
+                          {'i': recovery[self.BACKOFF_INITIAL],
+                           'm': recovery[self.BACKOFF_MAX]},
+                          self.RECOVERY, self.BACKOFF_INITIAL)
+        names = [a[self.ACTION_NAME]
+                 for a in recovery[self.RECOVERY_ACTIONS]]
+        if len(set(names)) != len(names):
+            self._invalid(_('recovery actions must not repeat: %s') %
+                          ', '.join(names), self.RECOVERY,
+                          self.RECOVERY_ACTIONS)
+
+    def validate(self):
+        super(HealthPolicy, self).validate()
+        self._validate_targets()
+        self._validate_detection()
+        self._validate_recovery()
+
+    def add_dependencies(self, deps):
+        """Create the policy after its targets, delete it before them.
+
+        Targets are named, not referenced, so Heat would not see the
+        dependency of a get_resource.
+        """
+        super(HealthPolicy, self).add_dependencies(deps)
+        for name in self.properties[self.TARGETS] or []:
+            if name != self.name and name in self.stack:
+                deps += (self, self.stack[name])
+
+    # Registration
+
+    def _spec(self):
+        return {key: self.properties[key] for key in self.PROPERTIES}
+
+    def _register(self):
+        client = rpc_client.RegistryClient()
+        policy = {'id': self.resource_id, 'stack_id': self.stack.id,
+                  'resource_name': self.name, 'spec': self._spec(),
+                  'enabled': self.properties[self.ENABLED]}
+        try:
+            answer = client.register_policy(self.context, policy)
+        except oslo_messaging.MessagingTimeout:
+            raise exception.Error(
+                _('no heat-health-engine confirmed the registration of '
+                  'policy %(id)s within %(t)s s: is heat-health-engine '
+                  'running?') % {'id': self.resource_id,
+                                 't': client.timeout})
+        if answer.get('missing'):
+            raise exception.Error(
+                _('targets not found in stack %(stack)s: %(names)s') %
+                {'stack': self.stack.name,
+                 'names': ', '.join(answer['missing'])})
+        LOG.info('Health policy %(id)s watched by heat-health-engine '
+                 '%(engine)s: %(n)d servers',
+                 {'id': self.resource_id, 'engine': answer['engine_id'],
+                  'n': len(answer['targets'])})
+        return answer
+
+    def handle_create(self):
+        self.resource_id_set(str(uuid.uuid4()))
+        self._register()
+
+    def handle_update(self, json_snippet, tmpl_diff, prop_diff):
+        if prop_diff:
+            self.properties = json_snippet.properties(self.properties_schema,
+                                                      self.context)
+            self._register()
+
+    def handle_delete(self):
+        """Unregister; if no engine answers, delete the rows ourselves.
+
+        A deleted policy must never stay registered, and deleting a stack
+        must not depend on heat-health-engine being up: the rows are in
+        Heat's database, which heat-engine reaches too. A live engine that
+        still owned the policy drops it at its next claim.
+        """
+        if self.resource_id is None:
+            return
+        try:
+            rpc_client.RegistryClient().unregister_policy(self.context,
+                                                          self.resource_id)
+        except oslo_messaging.MessagingTimeout:
+            LOG.warning('No heat-health-engine answered the unregistration '
+                        'of health policy %s; deleting its registry rows '
+                        'directly', self.resource_id)
+            policy_object.Policy.delete(self.resource_id)
+
+    # Attributes
+
+    def _resolve_attribute(self, name):
+        if self.resource_id is None:
+            return None
+        policy = policy_object.Policy.get(self.resource_id)
+        if policy is None:
+            return None
+        targets = target_object.Target.get_all(policy.id)
+        if name == self.STATUS_ATTR:
+            counts = {}
+            for target in targets:
+                counts[target.state] = counts.get(target.state, 0) + 1
+            return {
+                'enabled': policy.enabled,
+                'engine_id': policy.engine_id,
+                'lease_expires_at': (policy.lease_expires_at and
+                                     policy.lease_expires_at.isoformat()),
+                'targets': len(targets),
+                'states': counts,
+            }
+        if name == self.MEMBERS_ATTR:
+            return [{
+                'server_id': t.server_id,
+                'path': t.path,
+                'stack_id': t.stack_id,
+                'resource_name': t.resource_name,
+                'state': t.state,
+                'reason': t.state_reason,
+                'observation': t.observation,
+                'source': t.observation_source,
+                'observed_at': t.observed_at and t.observed_at.isoformat(),
+            } for t in targets]
+
+
+def resource_mapping():
+    return {'OS::Heat::HealthPolicy': HealthPolicy}

@@ -1,0 +1,255 @@
+"""OS::Heat::HealthPolicy: validation and lifecycle with a fake registry."""
+
+import copy
+from unittest import mock
+
+from heat.common import exception
+from heat.common import template_format
+from heat.engine import resource
+from heat.engine import stack as heat_stack
+from heat.engine import template
+from heat.tests import utils
+import oslo_messaging
+
+from heat_health.objects import policy as policy_object
+from heat_health.resources import health_policy
+from heat_health.rpc import client as rpc_client
+from tests.unit import base
+
+TEMPLATE = '''
+heat_template_version: 2018-08-31
+resources:
+  web:
+    type: OS::Nova::Server
+    properties:
+      image: cirros
+      flavor: m1.small
+  other:
+    type: OS::Heat::TestResource
+  policy:
+    type: OS::Heat::HealthPolicy
+    properties:
+      targets: [web]
+      detection:
+        interval: 10
+        detection_modes:
+          - type: NODE_STATUS_POLLING
+'''
+
+
+class HealthPolicyTestCase(base.HeatHealthTestCase):
+
+    def setUp(self):
+        super(HealthPolicyTestCase, self).setUp()
+        resource._register_class('OS::Heat::HealthPolicy',
+                                 health_policy.HealthPolicy)
+        self.ctx = utils.dummy_context()
+
+    def _stack(self, **props):
+        tmpl = template_format.parse(TEMPLATE)
+        policy = tmpl['resources']['policy']['properties']
+        for key, value in props.items():
+            if value is None:
+                policy.pop(key, None)
+            else:
+                policy[key] = value
+        return heat_stack.Stack(self.ctx, 'test', template.Template(tmpl))
+
+    def _invalid(self, **props):
+        stack = self._stack(**props)
+        err = self.assertRaises(exception.StackValidationFailed,
+                                stack['policy'].validate)
+        return str(err)
+
+    def _poll_url(self, **options):
+        return {'detection_modes': [{'type': 'NODE_STATUS_POLL_URL',
+                                     'options': options}]}
+
+    def test_valid(self):
+        stack = self._stack()
+        self.assertIsNone(stack['policy'].validate())
+        detection = stack['policy'].properties['detection']
+        self.assertEqual(10, detection['interval'])
+        self.assertEqual(300, detection['node_update_timeout'])
+        self.assertEqual('ANY_FAILED', detection['recovery_conditional'])
+        self.assertEqual('HEAL', stack['policy'].properties['recovery'][
+            'mode'])
+
+    def test_valid_poll_url(self):
+        stack = self._stack(detection=self._poll_url(
+            poll_url='http://{ip}:8080/health?name={name}&id={id}',
+            poll_url_healthy_response='OK'))
+        self.assertIsNone(stack['policy'].validate())
+
+    def test_poll_url_missing(self):
+        msg = self._invalid(detection=self._poll_url())
+        self.assertIn('poll_url is required', msg)
+        self.assertIn('detection_modes[0].options', msg)
+
+    def test_poll_url_unknown_variable(self):
+        msg = self._invalid(detection=self._poll_url(
+            poll_url='http://{ip}/{host}/{port}'))
+        self.assertIn('not {host}, {port}', msg)
+        self.assertIn('poll_url', msg)
+
+    def test_poll_url_scheme(self):
+        msg = self._invalid(detection=self._poll_url(poll_url='ftp://{ip}'))
+        self.assertIn('must be an http:// or https:// URL', msg)
+
+    def test_empty_healthy_response(self):
+        msg = self._invalid(detection=self._poll_url(
+            poll_url='http://{ip}/', poll_url_healthy_response=''))
+        self.assertIn('poll_url_healthy_response must not be empty', msg)
+
+    def test_bad_regex(self):
+        msg = self._invalid(detection=self._poll_url(
+            poll_url='http://{ip}/', poll_url_healthy_response='(ok'))
+        self.assertIn('not a valid regular expression', msg)
+
+    def test_poll_url_option_on_other_mode(self):
+        msg = self._invalid(detection={'detection_modes': [
+            {'type': 'NODE_STATUS_POLLING',
+             'options': {'poll_url': 'http://{ip}/'}}]})
+        self.assertIn('apply only to detection mode NODE_STATUS_POLL_URL',
+                      msg)
+
+    def test_duplicate_modes(self):
+        msg = self._invalid(detection={'detection_modes': [
+            {'type': 'LIFECYCLE_EVENTS'}, {'type': 'LIFECYCLE_EVENTS'}]})
+        self.assertIn('detection mode LIFECYCLE_EVENTS is listed twice', msg)
+
+    def test_unknown_mode(self):
+        msg = self._invalid(detection={'detection_modes': [
+            {'type': 'GUESS'}]})
+        self.assertIn('GUESS', msg)
+
+    def test_interval_range(self):
+        msg = self._invalid(detection={'interval': 1})
+        self.assertIn('interval', msg)
+        self.assertIn('5', msg)
+
+    def test_target_not_in_stack(self):
+        msg = self._invalid(targets=['nothere'])
+        self.assertIn('target "nothere" is not a resource of this stack',
+                      msg)
+
+    def test_target_wrong_type(self):
+        msg = self._invalid(targets=['other'])
+        self.assertIn('target "other" is a OS::Heat::TestResource', msg)
+
+    def test_target_twice(self):
+        msg = self._invalid(targets=['web', 'web'])
+        self.assertIn('listed twice', msg)
+
+    def test_no_targets(self):
+        msg = self._invalid(targets=[])
+        self.assertIn('targets', msg)
+
+    def test_backoff_order(self):
+        msg = self._invalid(recovery={'backoff_initial': 100,
+                                      'backoff_max': 10})
+        self.assertIn('backoff_initial (100) is larger than backoff_max',
+                      msg)
+
+    def test_recovery_action_name(self):
+        msg = self._invalid(recovery={'actions': [{'name': 'PRAY'}]})
+        self.assertIn('PRAY', msg)
+
+    def test_depends_on_targets(self):
+        stack = self._stack()
+        self.assertIn(stack['policy'],
+                      list(stack.dependencies.required_by(stack['web'])))
+
+
+class HealthPolicyLifecycleTestCase(base.HeatHealthTestCase):
+    """The resource against a fake registry client, our tables in sqlite."""
+
+    TMPL = '''
+heat_template_version: 2018-08-31
+resources:
+  web:
+    type: OS::Heat::TestResource
+  policy:
+    type: OS::Heat::HealthPolicy
+    properties:
+      targets: [web]
+'''
+
+    def setUp(self):
+        super(HealthPolicyLifecycleTestCase, self).setUp()
+        self.setup_health_db()
+        resource._register_class('OS::Heat::HealthPolicy',
+                                 health_policy.HealthPolicy)
+        # OS::Heat::TestResource stands in for a server in these tests.
+        self.patchobject(health_policy.HealthPolicy, '_validate_targets')
+        self.client = mock.Mock(timeout=10)
+        self.client.register_policy.side_effect = self._register
+        self.patchobject(rpc_client, 'RegistryClient',
+                         return_value=self.client)
+        self.ctx = utils.dummy_context()
+
+    def _register(self, ctxt, policy):
+        policy_object.Policy.create_or_update(dict(
+            copy.deepcopy(policy), project_id=ctxt.project_id,
+            engine_id='engine-1'))
+        return {'policy_id': policy['id'], 'engine_id': 'engine-1',
+                'targets': [], 'missing': []}
+
+    def _create(self):
+        stack = heat_stack.Stack(self.ctx, 'test', template.Template(
+            template_format.parse(self.TMPL)))
+        stack.store()
+        stack.create()
+        return stack
+
+    def test_create_registers(self):
+        stack = self._create()
+        self.assertEqual((stack.CREATE, stack.COMPLETE), stack.state,
+                         stack.status_reason)
+        policy = stack['policy']
+        record = policy_object.Policy.get(policy.resource_id)
+        self.assertEqual(['web'], record.spec['targets'])
+        self.assertEqual(stack.id, record.stack_id)
+        status = policy.FnGetAtt('status')
+        self.assertEqual('engine-1', status['engine_id'])
+        self.assertEqual(0, status['targets'])
+        self.assertEqual([], policy.FnGetAtt('members'))
+
+    def test_create_fails_without_engine(self):
+        self.client.register_policy.side_effect = (
+            oslo_messaging.MessagingTimeout())
+        stack = self._create()
+        self.assertEqual((stack.CREATE, stack.FAILED), stack.state)
+        self.assertIn('no heat-health-engine confirmed the registration',
+                      stack.status_reason)
+        self.assertIn('is heat-health-engine running?', stack.status_reason)
+
+    def test_update_enabled_registers_again(self):
+        stack = self._create()
+        tmpl = template_format.parse(self.TMPL)
+        tmpl['resources']['policy']['properties']['enabled'] = False
+        updated = heat_stack.Stack(self.ctx, 'test',
+                                   template.Template(tmpl))
+        stack.update(updated)
+        self.assertEqual((stack.UPDATE, stack.COMPLETE), stack.state,
+                         stack.status_reason)
+        self.assertEqual(2, self.client.register_policy.call_count)
+        policy = self.client.register_policy.call_args[0][1]
+        self.assertFalse(policy['enabled'])
+        self.assertFalse(policy['spec']['enabled'])
+
+    def test_delete_unregisters(self):
+        stack = self._create()
+        policy_id = stack['policy'].resource_id
+        stack.delete()
+        self.client.unregister_policy.assert_called_once_with(
+            mock.ANY, policy_id)
+
+    def test_delete_without_engine_removes_rows(self):
+        stack = self._create()
+        policy_id = stack['policy'].resource_id
+        self.client.unregister_policy.side_effect = (
+            oslo_messaging.MessagingTimeout())
+        stack.delete()
+        self.assertEqual((stack.DELETE, stack.COMPLETE), stack.state)
+        self.assertIsNone(policy_object.Policy.get(policy_id))
