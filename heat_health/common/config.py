@@ -94,3 +94,41 @@ registry_opts = [
 # One group, one list: register_opts() and list_opts() cover these too.
 heat_health_opts.extend(registry_opts)
 cfg.CONF.register_opts(registry_opts, group=GROUP)
+
+
+# Status polling (NODE_STATUS_POLLING), the monitor loop and the Nova
+# credentials they use.
+
+monitor_opts = [
+    cfg.FloatOpt('monitor_tick',
+                 default=1.0, min=0.1,
+                 help='Seconds between two passes of the monitor loop: '
+                      'claim policies, run the detectors that are due, '
+                      'end graces. Policy intervals are checked at this '
+                      'granularity.'),
+    cfg.IntOpt('node_status_resync_cycles',
+               default=10, min=1,
+               help='Every this many status polls a full listing of all '
+                    'servers starts, to catch what the changes-since '
+                    'queries missed. It is fetched one page per poll, so a '
+                    'poll costs at most two Nova requests; a full listing '
+                    'is also made when the engine starts.'),
+    cfg.StrOpt('nova_auth_section',
+               default='keystone_authtoken',
+               help='Section of heat.conf holding the keystoneauth '
+                    'credentials heat-health-engine lists servers with. '
+                    'They must be allowed to list all projects\' servers '
+                    '(all_tenants), as Heat\'s service user usually is.'),
+    cfg.StrOpt('nova_endpoint_type',
+               default='public',
+               help='Interface of the compute endpoint in the catalog '
+                    '(region: region_name_for_services).'),
+    cfg.IntOpt('nova_request_timeout',
+               default=10, min=1,
+               help='Seconds one Nova request may take. A poll that fails '
+                    'or times out makes every watched server UNKNOWN for '
+                    'that poll, never UNHEALTHY.'),
+]
+
+heat_health_opts.extend(monitor_opts)
+cfg.CONF.register_opts(monitor_opts, group=GROUP)

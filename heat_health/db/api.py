@@ -186,3 +186,40 @@ def target_sync(policy_id, resolved, grace_seconds):
                 if getattr(row, key) != value:
                     setattr(row, key, value)
     return added, removed
+
+
+# Target health decided by the monitor, and the health report.
+
+def target_health_record(targets, events):
+    """Update targets' health columns and add state-change events at once.
+
+    :param targets: [{'id': target id, column: value, ...}]; rows may name
+        different columns.
+    :param events: [{column: value}] of heat_health_event rows.
+    """
+    by_columns = {}
+    for row in targets:
+        by_columns.setdefault(tuple(sorted(row)), []).append(row)
+    with _facade.writer.using(_Session()) as session:
+        for columns, rows in by_columns.items():
+            values = {c: sa.bindparam('v_' + c) for c in columns if c != 'id'}
+            session.execute(
+                sa.update(models.Target.__table__).where(
+                    models.Target.__table__.c.id == sa.bindparam('v_id')
+                ).values(values),
+                [{'v_' + c: v for c, v in row.items()} for row in rows])
+        if events:
+            session.execute(sa.insert(models.Event.__table__), events)
+
+
+def event_get_recent(policy_ids, limit=50):
+    """The newest state-change events of these policies, newest first."""
+    if not policy_ids:
+        return []
+    with _facade.reader.using(_Session()) as session:
+        rows = session.query(models.Event).filter(
+            models.Event.policy_id.in_(list(policy_ids))).order_by(
+                models.Event.id.desc()).limit(limit).all()
+        for row in rows:
+            session.expunge(row)
+        return rows
