@@ -9,23 +9,28 @@ from heat.common import identifier
 from heat.common import wsgi
 from oslo_log import log as logging
 import oslo_messaging
+from oslo_serialization import jsonutils
 import routes
 import webob
 
 from heat_health.api import errors
 from heat_health.api import mark_unhealthy
+from heat_health.common import policies
 from heat_health.rpc import client as rpc_client
 
 LOG = logging.getLogger(__name__)
 
 RESOURCE_PATH = ('/{tenant_id}/stacks/{stack_name}/{stack_id}'
                  '/resources/{resource_name}')
+HEALTH_PATH = '/{tenant_id}/stacks/{stack_name}/{stack_id}/health'
 
 
 def _routes():
     mapper = routes.Mapper()
     mapper.connect('mark_unhealthy', RESOURCE_PATH, action='mark_unhealthy',
                    conditions={'method': ['PATCH']})
+    mapper.connect('health_report', HEALTH_PATH, action='health_report',
+                   conditions={'method': ['GET']})
     return mapper
 
 
@@ -88,4 +93,20 @@ class HealthMiddleware(wsgi.Middleware):
                 'resource status before retrying.')
         return webob.Response(body=b'null', status=200,
                               content_type='application/json',
+                              charset='UTF-8')
+
+    def health_report(self, req, tenant_id, stack_name, stack_id):
+        policies.register(req.context.policy)
+        self._authorize(req, tenant_id, 'health', 'show')
+        identity = identifier.HeatIdentifier(req.context.project_id,
+                                             stack_name, stack_id)
+        try:
+            report = self.rpc.health_report(req.context, dict(identity))
+        except oslo_messaging.MessagingTimeout:
+            LOG.error('heat-health-engine did not answer health_report for '
+                      '%s', stack_name)
+            raise errors.service_unavailable(
+                'heat-health-engine did not answer in time.')
+        return webob.Response(body=jsonutils.dump_as_bytes({'health': report}),
+                              status=200, content_type='application/json',
                               charset='UTF-8')

@@ -9,6 +9,7 @@ import oslo_messaging
 
 from heat_health.engine import heat_locks
 from heat_health.engine import registry as registry_module
+from heat_health.engine import report
 from heat_health.engine import resource_locator
 from heat_health.objects import marking as marking_object
 from heat_health.objects import policy as policy_object
@@ -126,3 +127,14 @@ class HealthEndpoint(object):
         existed = policy_object.Policy.delete(policy_id)
         LOG.info('Unregistered policy %s', policy_id)
         return existed
+
+    # Health report (GET .../stacks/{name}/{id}/health).
+
+    @expected_heat_errors
+    def health_report(self, ctxt, stack_identity):
+        """The stack's policies, targets and recent events.
+
+        Read from our tables, whichever engine watches the policies.
+        """
+        stack = resource_locator.find_stack(ctxt, stack_identity)
+        return report.health_report(stack.id)

@@ -28,6 +28,14 @@ def _get_stack(ctxt, stack_identity):
     return stack
 
 
+def find_stack(ctxt, stack_identity):
+    """The addressed stack's record, if the caller may see it.
+
+    Raises Heat's EntityNotFound (404) or InvalidTenant (403) otherwise.
+    """
+    return _get_stack(ctxt, stack_identity)
+
+
 def _nested_in(ctxt, stack_id, root_id, max_depth):
     """The record of stack_id if it is nested at most max_depth below root."""
     stack = stack_object.Stack.get_by_id(ctxt, stack_id)

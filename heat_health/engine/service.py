@@ -14,6 +14,7 @@ from oslo_service import service
 
 from heat_health.engine import endpoint
 from heat_health.engine import heat_locks
+from heat_health.engine.monitor import monitor
 from heat_health.engine import registry
 from heat_health.rpc import api as rpc_api
 
@@ -50,11 +51,18 @@ class HealthEngineService(service.Service):
             self._servers.append(server)
         self._lease_keeper = registry.LeaseKeeper(self.registry)
         self._lease_keeper.start()
+        # The monitor (detectors, tracker, loop): one per engine.
+        self._monitor = monitor.Monitor(self.engine_id, self.host,
+                                        registry=self.registry)
+        self._monitor.start()
         LOG.info('heat-health-engine %(id)s serving topic %(topic)s on '
                  '%(host)s', {'id': self.engine_id, 'topic': self.topic,
                               'host': self.host})
 
     def stop(self, graceful=True):
+        if getattr(self, '_monitor', None) is not None:
+            self._monitor.stop()
+            self._monitor = None
         if getattr(self, '_lease_keeper', None) is not None:
             self._lease_keeper.stop()
             self._lease_keeper = None

@@ -14,3 +14,6 @@ REGISTRY_RPC_API_VERSION = '1.1'
 
 REGISTER_POLICY = 'register_policy'
 UNREGISTER_POLICY = 'unregister_policy'
+
+# Health report (GET .../stacks/{name}/{id}/health), part of 1.1 as well.
+HEALTH_REPORT = 'health_report'

@@ -32,6 +32,12 @@ class HealthClient(object):
                           resource_status_reason=resource_status_reason,
                           source=source)
 
+    def health_report(self, ctxt, stack_identity):
+        """Policies, targets and recent events of a stack (a dict)."""
+        cctxt = self._client.prepare(timeout=self._timeout)
+        return cctxt.call(ctxt, rpc_api.HEALTH_REPORT,
+                          stack_identity=dict(stack_identity))
+
 
 class RegistryClient(object):
     """Registration of health policies, as heat-engine's plugin calls it.

@@ -1,0 +1,154 @@
+"""The monitor loop of heat-health-engine: the harmonizer.
+
+Every tick it reads the desired state (the policies this engine owns, from
+the registry, their leases renewed), re-resolves the targets of the policies
+that are due, hands the index to the tracker when it changed, runs the
+status poller when some policy's interval has passed (one Nova query serves
+every policy due), ends graces, and stores what was observed. Each step is
+level-triggered: a tick repeats safely, and an engine that restarts picks
+everything up from the database on its first tick.
+"""
+
+import threading
+import time
+
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from heat_health.common import nova_adapter
+from heat_health.engine.monitor import nova_status
+from heat_health.engine.monitor import observation as obs
+from heat_health.engine.monitor import tracker as tracker_mod
+
+LOG = logging.getLogger(__name__)
+
+
+def _lifecycle_listener(tracker):
+    """The engine's one Nova notification listener (LIFECYCLE_EVENTS)."""
+    from heat_health.engine.monitor import lifecycle_events
+    return lifecycle_events.LifecycleListener(tracker.observe,
+                                              tracker.is_watched)
+
+
+class Monitor(object):
+
+    def __init__(self, engine_id, host, registry=None, adapter=None,
+                 listener_factory=_lifecycle_listener, conf=cfg.CONF,
+                 clock=time.monotonic):
+        if registry is None:
+            from heat_health.engine import registry as registry_mod
+            registry = registry_mod.Registry(engine_id)
+        self.registry = registry
+        self.tracker = tracker_mod.Tracker(host,
+                                           in_progress=self._in_progress)
+        self.poller = nova_status.StatusPoller(
+            adapter or nova_adapter.NovaAdapter(conf), self.tracker.observe,
+            lambda: self.tracker.servers(obs.NODE_STATUS_POLLING),
+            conf.heat_health.node_status_resync_cycles)
+        self._listener_factory = listener_factory
+        self._listener = None
+        self._tick = conf.heat_health.monitor_tick
+        self._clock = clock
+        self._policies = {}      # id -> Policy
+        self._targets = {}       # policy id -> [Target]
+        self._next_refresh = {}  # policy id -> clock time
+        self._next_poll = {}     # policy id -> clock time
+        self._signature = None
+        self._stopping = threading.Event()
+        self._thread = None
+
+    def start(self):
+        if self._listener_factory is not None:
+            self._listener = self._listener_factory(self.tracker)
+            self._listener.start()
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name='heat-health-monitor')
+        self._thread.start()
+
+    def stop(self):
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        if self._listener is not None:
+            self._listener.stop()
+        try:
+            self.registry.release()
+        except Exception:
+            LOG.exception('Could not release the policies of this engine')
+
+    def _run(self):
+        while not self._stopping.is_set():
+            try:
+                self.tick()
+            except Exception:
+                LOG.exception('Monitor tick failed; retrying next tick')
+            self._stopping.wait(self._tick)
+
+    def tick(self):
+        now = self._clock()
+        policies = {p.id: p for p in self.registry.claim()}
+        for gone in set(self._policies) - set(policies):
+            for cache in (self._targets, self._next_refresh,
+                          self._next_poll):
+                cache.pop(gone, None)
+        self._policies = policies
+        due = [p for p in policies.values()
+               if self._next_refresh.get(p.id, 0) <= now]
+        if due:
+            self._targets.update(self.registry.refresh_all(due))
+        self._load_if_changed()
+        for policy in due:
+            self._next_refresh[policy.id] = now + _interval(policy)
+            self.tracker.set_in_progress(
+                policy.id, self.registry.stack_in_progress(policy))
+        self._poll_if_due(now)
+        self.tracker.settle()
+        self.tracker.flush()
+
+    def _load_if_changed(self):
+        signature = (
+            tuple(sorted((p.id, repr(p.spec), p.enabled)
+                         for p in self._policies.values())),
+            tuple(sorted((t.id, t.server_id, str(t.grace_until), t.path)
+                         for targets in self._targets.values()
+                         for t in targets)))
+        if signature != self._signature:
+            self.tracker.load(list(self._policies.values()), self._targets)
+            self._signature = signature
+
+    def _poll_if_due(self, now):
+        due = [p for p in self._policies.values()
+               if obs.NODE_STATUS_POLLING in _modes(p) and
+               self._next_poll.get(p.id, 0) <= now]
+        if not due:
+            return
+        self.poller.poll()
+        for policy in due:
+            self._next_poll[policy.id] = now + _interval(policy)
+
+    def _in_progress(self, policy_id):
+        """Fresh from Heat: asked before a target is declared failed."""
+        policy = self._policies.get(policy_id)
+        if policy is None:
+            return False
+        try:
+            self._targets.update(self.registry.refresh_all([policy]))
+            return self.registry.stack_in_progress(policy)
+        except Exception:
+            LOG.exception('Could not tell whether the stack of policy %s '
+                          'is in progress', policy_id)
+            return True
+
+
+def _detection(policy):
+    return (policy.spec or {}).get('detection') or {}
+
+
+def _modes(policy):
+    return {m['type'] for m in _detection(policy).get('detection_modes')
+            or ()}
+
+
+def _interval(policy):
+    return _detection(policy).get('interval') or \
+        tracker_mod.DEFAULT_INTERVAL

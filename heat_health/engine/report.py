@@ -1,0 +1,69 @@
+"""The health report of a stack: what its policies watch and what they saw.
+
+Read from heat-health's tables, so any engine can answer for policies
+another engine watches. Times are ISO 8601 strings in UTC.
+"""
+
+import collections
+
+from heat_health.objects import event as event_object
+from heat_health.objects import policy as policy_object
+from heat_health.objects import target as target_object
+
+EVENTS_SHOWN = 50
+
+
+def _time(value):
+    return value.isoformat() if value is not None else None
+
+
+def _target(target):
+    return {'server_id': target.server_id,
+            'resource_name': target.resource_name,
+            'path': target.path,
+            'state': target.state,
+            'reason': target.state_reason,
+            'since': _time(target.state_since),
+            'grace_until': _time(target.grace_until),
+            'last_observation': {
+                'verdict': target.observation,
+                'reason': target.observation_reason,
+                'source': target.observation_source,
+                'time': _time(target.observed_at),
+            } if target.observation else None}
+
+
+def _policy(policy, targets):
+    detection = (policy.spec or {}).get('detection') or {}
+    return {'id': policy.id,
+            'resource_name': policy.resource_name,
+            'enabled': policy.enabled,
+            'engine_id': policy.engine_id,
+            'lease_expires_at': _time(policy.lease_expires_at),
+            'detection_modes': [m['type'] for m in
+                                detection.get('detection_modes') or ()],
+            'recovery_conditional': detection.get('recovery_conditional'),
+            'interval': detection.get('interval'),
+            'counts': dict(collections.Counter(t.state for t in targets)),
+            'targets': [_target(t) for t in targets]}
+
+
+def _event(event):
+    return {'policy_id': event.policy_id,
+            'server_id': event.server_id,
+            'old_state': event.old_state,
+            'new_state': event.new_state,
+            'reason': event.reason,
+            'source': event.source,
+            'time': _time(event.created_at)}
+
+
+def health_report(stack_id, events_shown=EVENTS_SHOWN):
+    """{stack_id, policies: [...], events: [...newest first]}."""
+    policies = policy_object.Policy.get_all_by_stack(stack_id)
+    ids = [p.id for p in policies]
+    targets = target_object.Target.get_all_by_policies(ids)
+    events = event_object.Event.get_recent(ids, events_shown)
+    return {'stack_id': stack_id,
+            'policies': [_policy(p, targets.get(p.id, [])) for p in policies],
+            'events': [_event(e) for e in events]}
