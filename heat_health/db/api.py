@@ -123,6 +123,17 @@ def policy_claim(engine_id, lease_seconds, policy_id=None):
         return _detached(session, query.order_by(models.Policy.id).all())
 
 
+def policy_other_owners(engine_id):
+    """Engines other than this one holding a lease that has not expired."""
+    now = timeutils.utcnow()
+    with _facade.reader.using(_Session()) as session:
+        rows = session.query(models.Policy.engine_id).filter(
+            models.Policy.engine_id.isnot(None),
+            models.Policy.engine_id != engine_id,
+            models.Policy.lease_expires_at >= now).distinct().all()
+        return sorted(row[0] for row in rows)
+
+
 def policy_release(engine_id):
     """Give up this engine's policies so another may claim them at once."""
     with _facade.writer.using(_Session()) as session:

@@ -4,13 +4,17 @@ Ownership is a lease in the policy's row. ``claim()`` renews this engine's
 leases and takes the policies nobody holds or whose holder let its lease
 expire, in one conditional UPDATE, so two engines never own the same policy
 and an engine killed with ``kill -9`` is replaced within two leases (its
-lease runs out, the next claim of any engine takes it). An engine that stops
-gracefully releases its policies so another takes them at once.
+lease runs out, the next claim of any engine takes it). Sooner than that,
+an engine that finds a lease holder not answering Heat's engine liveness
+probe (which every heat-health-engine answers) frees its policies, so a
+restarted engine resumes at once. An engine that stops gracefully releases
+its policies so another takes them at once.
 """
 
 import threading
 
 from heat.common import context
+from heat.common import service_utils
 from oslo_config import cfg
 from oslo_log import log as logging
 
@@ -54,6 +58,22 @@ class Registry(object):
         else:
             self._owned |= ids
         return policies
+
+    def free_dead_owners(self):
+        """Release the policies of lease holders that do not answer.
+
+        One liveness probe per other engine holding a lease; a live engine
+        answers in milliseconds, a dead one costs the probe's timeout.
+        """
+        freed = 0
+        for owner in policy_object.Policy.other_owners(self.engine_id):
+            if not service_utils.engine_alive(self._context(), owner):
+                count = policy_object.Policy.release(owner)
+                LOG.warning('heat-health-engine %(o)s holds %(n)d policies '
+                            'but does not answer: freeing them',
+                            {'o': owner, 'n': count})
+                freed += count
+        return freed
 
     def release(self):
         """Give up every policy (graceful stop): others claim them at once."""
@@ -137,6 +157,7 @@ class LeaseKeeper(object):
     def _run(self):
         while not self._stop.is_set():
             try:
+                self.registry.free_dead_owners()
                 policies = self.registry.claim()
                 self.registry.refresh_all(policies)
             except Exception:

@@ -59,6 +59,10 @@ class Policy(base.VersionedObject, base.VersionedObjectDictCompat):
                                              policy_id))
 
     @classmethod
+    def other_owners(cls, engine_id):
+        return db_api.policy_other_owners(engine_id)
+
+    @classmethod
     def release(cls, engine_id):
         return db_api.policy_release(engine_id)
 

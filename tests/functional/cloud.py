@@ -131,3 +131,21 @@ class Cloud(object):
         return self.session.request(
             self.resource_url(stack, resource), 'PATCH', data=data,
             headers={'Content-Type': 'application/json'}, raise_exc=False)
+
+    # fakecloud's admin fault API
+
+    def fakecloud_url(self, path):
+        compute = self.session.get_endpoint(service_type='compute',
+                                            interface='public')
+        return compute.replace('/compute/v2.1', '/fakecloud') + path
+
+    def inject_fault(self, server_id, fault, **extra):
+        """POST a fault for one server; the response is returned as is."""
+        return self.session.post(
+            self.fakecloud_url('/servers/%s/fault' % server_id),
+            json=dict(fault=fault, **extra), raise_exc=False)
+
+    def inject_api_fault(self, fault, **extra):
+        return self.session.post(self.fakecloud_url('/fault'),
+                                 json=dict(fault=fault, **extra),
+                                 raise_exc=False)

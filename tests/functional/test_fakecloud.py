@@ -56,19 +56,6 @@ def _wait_status(nova, server_id, status, timeout=30):
                          % (server_id, current, status, timeout))
 
 
-def _fakecloud(admin, path):
-    compute = admin.session.get_endpoint(service_type='compute',
-                                         interface='public')
-    return compute.replace('/compute/v2.1', '/fakecloud') + path
-
-
-def _inject(cloud_user, server_id, fault, **extra):
-    body = dict(fault=fault, **extra)
-    return cloud_user.session.post(
-        _fakecloud(cloud_user, '/servers/%s/fault' % server_id), json=body,
-        raise_exc=False)
-
-
 def test_stack_of_servers_and_a_group(demo, stacks):
     stack = stacks('servers', 'servers.yaml')
     name = stack['stack_name']
@@ -96,13 +83,13 @@ def test_stack_of_servers_and_a_group(demo, stacks):
 def test_fault_changes_status_and_notifies(admin, demo_nova, nova_events,
                                            server, fault, status,
                                            event_type, vm_state):
-    resp = _inject(admin, server.id, fault)
+    resp = admin.inject_fault(server.id, fault)
     assert resp.status_code == 200, resp.text
     _wait_status(demo_nova, server.id, status)
     payload = nova_events.wait_for(server.id, event_type, state=vm_state)
     assert payload['tenant_id'] == server.tenant_id
 
-    assert _inject(admin, server.id, 'reset').status_code == 200
+    assert admin.inject_fault(server.id, 'reset').status_code == 200
     _wait_status(demo_nova, server.id, 'ACTIVE')
 
 
@@ -110,7 +97,7 @@ def test_vanish_is_a_delete_behind_heats_back(admin, admin_nova, demo_nova,
                                               nova_events, server):
     since = time.strftime('%Y-%m-%dT%H:%M:%SZ',
                           time.gmtime(time.time() - 2))
-    assert _inject(admin, server.id, 'vanish').status_code == 200
+    assert admin.inject_fault(server.id, 'vanish').status_code == 200
     nova_events.wait_for(server.id, 'instance.delete.end')
     with pytest.raises(nova_exc.NotFound):
         demo_nova.servers.get(server.id)
@@ -121,20 +108,19 @@ def test_vanish_is_a_delete_behind_heats_back(admin, admin_nova, demo_nova,
 
 def test_hang_keeps_api_active_but_health_url_silent(admin, demo_nova,
                                                      server):
-    health_url = _inject(admin, server.id, 'reset').json()['server'][
+    health_url = admin.inject_fault(server.id, 'reset').json()['server'][
         'health_url']
     assert requests.get(health_url, timeout=5).text.strip() == 'ok'
-    assert _inject(admin, server.id, 'hang').status_code == 200
+    assert admin.inject_fault(server.id, 'hang').status_code == 200
     assert demo_nova.servers.get(server.id).status == 'ACTIVE'
     with pytest.raises(requests.exceptions.ReadTimeout):
         requests.get(health_url, timeout=2)
-    _inject(admin, server.id, 'reset')
+    admin.inject_fault(server.id, 'reset')
     assert requests.get(health_url, timeout=5).status_code == 200
 
 
 def test_api_errors_then_recovery(admin, demo_nova, server):
-    resp = admin.session.post(_fakecloud(admin, '/fault'), raise_exc=False,
-                              json={'fault': 'api_errors', 'duration': 3})
+    resp = admin.inject_api_fault('api_errors', duration=3)
     assert resp.status_code == 200, resp.text
     with pytest.raises(nova_exc.ClientException) as error:
         demo_nova.servers.get(server.id)
@@ -144,18 +130,16 @@ def test_api_errors_then_recovery(admin, demo_nova, server):
 
 
 def test_slow_api_delays_answers(admin, demo_nova, server):
-    resp = admin.session.post(_fakecloud(admin, '/fault'), raise_exc=False,
-                              json={'fault': 'slow_api', 'duration': 5,
-                                    'delay': 1.5})
+    resp = admin.inject_api_fault('slow_api', duration=5, delay=1.5)
     assert resp.status_code == 200, resp.text
     start = time.monotonic()
     demo_nova.servers.get(server.id)
     assert time.monotonic() - start >= 1.4
-    admin.session.post(_fakecloud(admin, '/fault'), json={'fault': 'reset'})
+    admin.inject_api_fault('reset')
 
 
 def test_faults_are_admin_only(demo, server):
-    assert _inject(demo, server.id, 'power_off').status_code == 403
+    assert demo.inject_fault(server.id, 'power_off').status_code == 403
 
 
 def test_projects_see_only_their_servers(admin, admin_nova, demo_nova,

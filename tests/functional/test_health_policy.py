@@ -1,5 +1,7 @@
 """OS::Heat::HealthPolicy through Heat, as the demo user."""
 
+import os
+import signal
 import subprocess
 import time
 
@@ -24,15 +26,24 @@ def _servers(demo, stack_name):
             if r['resource_type'] == 'OS::Nova::Server'}
 
 
+def _all_healthy(demo, name, count=3):
+    return demo.wait_for(
+        lambda: (lambda a: a if a['status']['states'].get('HEALTHY') == count
+                 else None)(_policy(demo, name)),
+        'all %d servers HEALTHY' % count, timeout=60)
+
+
+def _member(demo, name, server_id):
+    return {m['server_id']: m for m in
+            _policy(demo, name)['members']}[server_id]
+
+
 def test_policy_watches_servers_and_group_members(demo, stacks):
     stack = stacks('policy', 'policy.yaml')
     name = stack['stack_name']
     servers = _servers(demo, name)
     assert len(servers) == 3
-    attributes = demo.wait_for(
-        lambda: (lambda a: a if a['status']['states'].get('HEALTHY') == 3
-                 else None)(_policy(demo, name)),
-        'all three servers HEALTHY', timeout=60)
+    attributes = _all_healthy(demo, name)
     members = {m['server_id']: m for m in attributes['members']}
     assert set(members) == set(servers)
     assert sorted(m['path'] for m in members.values()) == [
@@ -61,3 +72,27 @@ def test_create_fails_clearly_without_an_engine(demo):
     finally:
         _localcloud('up')
         demo.delete_stack(name)
+
+
+def test_engine_killed_and_restarted_resumes_watching(admin, demo, stacks):
+    name = stacks('policy', 'policy.yaml')['stack_name']
+    old_engine = _all_healthy(demo, name)['status']['engine_id']
+    pid = int((cloud.STATE_DIR / 'run' / 'heat-health-engine.pid')
+              .read_text().split()[0])
+    os.killpg(pid, signal.SIGKILL)
+    demo.wait_for(lambda: not os.path.exists('/proc/%d' % pid),
+                  'the killed engine to be gone', timeout=10, interval=0.1)
+    _localcloud('up')
+    status = demo.wait_for(
+        lambda: (lambda s: s if s['engine_id'] not in (None, old_engine)
+                 else None)(_policy(demo, name)['status']),
+        'a new engine to own the policy', timeout=60)
+    assert status['targets'] == 3
+
+    web = demo.resource(name, 'web')['physical_resource_id']
+    assert admin.inject_fault(web, 'power_off').status_code == 200
+    member = demo.wait_for(
+        lambda: (lambda m: m if m['state'] == 'UNHEALTHY' else None)(
+            _member(demo, name, web)),
+        'the stopped server to be UNHEALTHY', timeout=30)
+    assert 'SHUTOFF' in member['reason'] or 'stopped' in member['reason']

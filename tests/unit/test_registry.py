@@ -86,6 +86,21 @@ class ClaimTestCase(base.HeatHealthTestCase):
         self.assertEqual(1, one.release())
         self.assertEqual(['p1'], [p.id for p in two.claim()])
 
+    def test_dead_holder_is_freed_live_one_kept(self):
+        for n in range(3):
+            _policy('p%d' % n)
+        registry.Registry('engine-dead', lease_seconds=300).claim()
+        restarted = registry.Registry('engine-new', lease_seconds=300)
+        alive = self.patchobject(registry.service_utils, 'engine_alive',
+                                 return_value=True)
+        self.assertEqual(0, restarted.free_dead_owners())
+        self.assertEqual([], restarted.claim())
+        alive.return_value = False
+        self.assertEqual(3, restarted.free_dead_owners())
+        alive.assert_called_with(mock.ANY, 'engine-dead')
+        self.assertEqual(['p0', 'p1', 'p2'],
+                         sorted(p.id for p in restarted.claim()))
+
     def test_claim_one(self):
         _policy('p1')
         _policy('p2')
