@@ -102,13 +102,13 @@ class TestStatusPoller(base.HeatHealthTestCase):
         seen = self._poll()
         self.assertEqual(2, len(self.nova.calls))
         self.assertEqual(('page', None), self.nova.calls[1])
-        self.assertEqual({'a': (obs.HEALTHY, 'Nova status ACTIVE'),
-                          'b': (obs.HEALTHY, 'Nova status ACTIVE')}, seen)
+        # Only news is passed on: b is back, a was known to be ACTIVE.
+        self.assertEqual({'b': (obs.HEALTHY, 'Nova status ACTIVE')}, seen)
         seen = self._poll()
         self.assertEqual(('page', 'b'), self.nova.calls[1])
-        # Page (b, e]: c is gone, d is there.
-        self.assertEqual({'c': (obs.UNHEALTHY, nova_status.MISSING_REASON),
-                          'd': (obs.HEALTHY, 'Nova status ACTIVE')}, seen)
+        # Page (b, e]: c is gone, d is there (and known).
+        self.assertEqual({'c': (obs.UNHEALTHY, nova_status.MISSING_REASON)},
+                         seen)
         seen = self._poll()
         self.assertEqual(('page', 'e'), self.nova.calls[1])
         self.assertEqual({}, seen)
@@ -131,9 +131,12 @@ class TestStatusPoller(base.HeatHealthTestCase):
         self.assertIn('503', seen['a'][1])
         # The next successful poll covers the time of the failed one.
         self.nova.error = None
-        self._poll()
+        self.nova.changed = {'a': _server('ACTIVE')}
+        seen = self._poll()
         self.assertEqual(('changed', T0 - nova_status.OVERLAP),
                          self.nova.calls[0])
+        # After UNKNOWN, what is known again is passed on again.
+        self.assertEqual({'a': (obs.HEALTHY, 'Nova status ACTIVE')}, seen)
 
     def test_nothing_watched_asks_nothing(self):
         self.watched = set()

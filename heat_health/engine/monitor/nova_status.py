@@ -7,7 +7,9 @@ A full listing made at start and then every ``node_status_resync_cycles``
 polls catches whatever those queries missed (a server purged from Nova,
 a clock skew); it is fetched one page per poll, in id order, so a server
 missing from a page's id range is known to be gone, and a poll never costs
-more than two requests.
+more than two requests. Only news reaches the tracker: a server whose status
+is the one last reported is skipped, so a listing of ten thousand healthy
+servers costs little more than its JSON.
 
 Unlike Senlin, an API error or timeout is not a verdict on the servers: it
 makes every watched server UNKNOWN, which leaves their state as it was.
@@ -66,6 +68,9 @@ class StatusPoller(object):
         self._since = None       # start of the last successful poll
         self._cycles = 0         # polls since the last full listing began
         self._sweep = None       # marker of the next page, '' for the first
+        # What each server was last reported as: a listing repeats what is
+        # already known for nearly every server, and only news is passed on.
+        self._reported = {}
 
     def poll(self):
         """One poll cycle; returns the number of observations made."""
@@ -93,6 +98,7 @@ class StatusPoller(object):
             return count
         except nova_adapter.NovaUnavailable as e:
             self._sweep = None
+            self._reported = {}
             LOG.warning('Nova status poll failed, %(n)d servers UNKNOWN: '
                         '%(error)s', {'n': len(watched), 'error': e})
             reason = 'Nova API unavailable: %s' % e
@@ -103,9 +109,14 @@ class StatusPoller(object):
 
     def _report(self, servers, watched, now):
         count = 0
+        reported = self._reported
         for server_id in watched.intersection(servers):
-            found = verdict(servers[server_id].status)
+            status = servers[server_id].status
+            if reported.get(server_id) == status:
+                continue
+            found = verdict(status)
             if found is not None:
+                reported[server_id] = status
                 self._observe(obs.Observation(server_id, found[0], found[1],
                                               SOURCE, now))
                 count += 1
@@ -113,6 +124,9 @@ class StatusPoller(object):
 
     def _missing(self, server_ids, now):
         for server_id in server_ids:
+            if self._reported.get(server_id) == MISSING_REASON:
+                continue
+            self._reported[server_id] = MISSING_REASON
             self._observe(obs.Observation(server_id, obs.UNHEALTHY,
                                           MISSING_REASON, SOURCE, now))
         return len(server_ids)

@@ -1,0 +1,136 @@
+"""NODE_STATUS_POLLING in heat-health-engine, seen through the health report.
+
+The policy has no other detection mode, so whatever is found here was found
+by polling Nova (the notification listener plays no part).
+"""
+
+import os
+import time
+
+import pytest
+
+from tests.functional import cloud
+
+INTERVAL = 5
+
+
+def _fakecloud(admin, path):
+    compute = admin.session.get_endpoint(service_type='compute',
+                                         interface='public')
+    return compute.replace('/compute/v2.1', '/fakecloud') + path
+
+
+def _fault(admin, path, fault, **extra):
+    return admin.session.post(_fakecloud(admin, path), raise_exc=False,
+                              json=dict(fault=fault, **extra))
+
+
+def _report(cloud, stack, path_cloud=None):
+    """GET .../health as ``cloud``, in the path of ``path_cloud``'s project."""
+    endpoint = (path_cloud or cloud).session.get_endpoint(
+        service_type='orchestration', interface='public')
+    return cloud.session.get('%s/stacks/%s/%s/health' % (
+        endpoint, stack['stack_name'], stack['id']), raise_exc=False)
+
+
+def _targets(demo, stack):
+    resp = _report(demo, stack)
+    assert resp.status_code == 200, resp.text
+    policy, = resp.json()['health']['policies']
+    return {t['path'].split('/')[-1]: t for t in policy['targets']}, resp
+
+
+def _server_id(demo, stack, resource):
+    return demo.json('stack', 'resource', 'show', stack['stack_name'],
+                     resource)['physical_resource_id']
+
+
+def _wait_state(demo, stack, resource, state, timeout=6 * INTERVAL):
+    deadline = time.monotonic() + timeout
+    while True:
+        targets, _resp = _targets(demo, stack)
+        target = targets.get(resource)
+        if target and target['state'] == state:
+            return target
+        if time.monotonic() > deadline:
+            raise AssertionError('%s is not %s after %ss: %s'
+                                 % (resource, state, timeout, target))
+        time.sleep(1)
+
+
+@pytest.fixture(scope='module')
+def outsider(admin):
+    """A member of another project (not an admin)."""
+    password = 'outsider-%s' % admin.creds['OS_PASSWORD'][:8]
+    admin.run('project', 'create', '--or-show', 'health-outsider')
+    admin.run('user', 'create', '--or-show', '--password', password,
+              'health-outsider')
+    admin.run('user', 'set', '--password', password, 'health-outsider')
+    for role in ('member', 'reader'):
+        admin.run('role', 'add', '--user', 'health-outsider', '--project',
+                  'health-outsider', role)
+    user = cloud.Cloud.__new__(cloud.Cloud)
+    user.user = 'health-outsider'
+    user.creds = dict(admin.creds, OS_USERNAME='health-outsider',
+                      OS_PASSWORD=password,
+                      OS_PROJECT_NAME='health-outsider')
+    user.env = dict(os.environ, **user.creds)
+    user._session = None
+    return user
+
+
+@pytest.fixture
+def watched(demo, stacks):
+    stack = stacks('polled', 'health_polling.yaml')
+    for resource in ('web', 'db'):
+        _wait_state(demo, stack, resource, 'HEALTHY')
+    return stack
+
+
+@pytest.mark.parametrize('fault,reason', [
+    ('vanish', 'Nova status DELETED'),
+    ('crash_to_error', 'Nova status ERROR'),
+])
+def test_failure_seen_by_polling(admin, demo, watched, fault, reason):
+    server_id = _server_id(demo, watched, 'web')
+    resp = _fault(admin, '/servers/%s/fault' % server_id, fault)
+    assert resp.status_code == 200, resp.text
+    target = _wait_state(demo, watched, 'web', 'UNHEALTHY')
+    assert target['reason'] in (reason, "Not in Nova's server list")
+    assert target['last_observation']['source'] == 'NODE_STATUS_POLLING'
+    targets, resp = _targets(demo, watched)
+    assert targets['db']['state'] == 'HEALTHY'
+    events = resp.json()['health']['events']
+    assert [(e['old_state'], e['new_state'], e['source'])
+            for e in events if e['server_id'] == server_id][0] == (
+        'HEALTHY', 'UNHEALTHY', 'NODE_STATUS_POLLING')
+
+
+def test_api_errors_are_never_a_failure(admin, demo, watched):
+    resp = _fault(admin, '/fault', 'api_errors', duration=2 * INTERVAL)
+    assert resp.status_code == 200, resp.text
+    deadline = time.monotonic() + 3 * INTERVAL
+    unknown_seen = False
+    while time.monotonic() < deadline:
+        targets, resp = _targets(demo, watched)
+        assert {t['state'] for t in targets.values()} == {'HEALTHY'}, targets
+        unknown_seen |= any(
+            (t['last_observation'] or {}).get('verdict') == 'UNKNOWN'
+            for t in targets.values())
+        time.sleep(1)
+    assert unknown_seen, 'the Nova API errors were not observed'
+    events = resp.json()['health']['events']
+    assert not [e for e in events if e['new_state'] != 'HEALTHY'], events
+
+
+def test_report_is_for_the_stack_project_only(demo, reader, outsider,
+                                              watched):
+    # A reader of the project may read it.
+    _targets(reader, watched)
+    # A user of another project: 403 in the stack's project path, 404 (as
+    # Heat answers for stacks of other projects) in the user's own.
+    assert _report(outsider, watched, path_cloud=demo).status_code == 403
+    assert _report(outsider, watched).status_code == 404
+    # An unknown stack: 404.
+    missing = dict(watched, id='00000000-0000-0000-0000-000000000000')
+    assert _report(demo, missing).status_code == 404
