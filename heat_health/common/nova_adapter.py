@@ -26,6 +26,7 @@ from heat_health.common import config  # noqa: F401  (registers options)
 NOVA_API_VERSION = '2.1'
 
 Server = collections.namedtuple('Server', ['status', 'addresses'])
+"""A server as listed: its status and its IP addresses (all networks)."""
 
 
 class NovaUnavailable(Exception):
@@ -45,8 +46,13 @@ def _session(conf):
     return ks_session.Session(auth=auth)
 
 
+def _ips(addresses):
+    return [a['addr'] for net in (addresses or {}).values() for a in net
+            if a.get('addr')]
+
+
 def _servers(body):
-    return {s['id']: Server(s.get('status'), s.get('addresses') or {})
+    return {s['id']: Server(s.get('status'), _ips(s.get('addresses')))
             for s in body.get('servers', ())}
 
 

@@ -15,7 +15,21 @@ def _policy(policy_id, interval=5, modes=('NODE_STATUS_POLLING',)):
         id=policy_id, stack_id='stack-' + policy_id, enabled=True,
         spec={'detection': {
             'interval': interval, 'recovery_conditional': 'ANY_FAILED',
-            'detection_modes': [{'type': m} for m in modes]}})
+            'detection_modes': [{'type': m, 'options': {'poll_url': 'u'}}
+                                for m in modes]}})
+
+
+class FakeUrlChecker(object):
+    def __init__(self):
+        self.submitted = []
+        self.stopped = False
+
+    def submit(self, target, options):
+        self.submitted.append((target, options))
+        return True
+
+    def stop(self):
+        self.stopped = True
 
 
 class FakeRegistry(object):
@@ -71,10 +85,13 @@ class TestMonitor(base.HeatHealthTestCase):
             [_policy('pa'), _policy('pb', interval=20)],
             {'pa': ['s1', 's2'], 'pb': ['s2', 's3']})
         self.nova = fakes.FakeNova(
-            {s: nova_adapter.Server('ACTIVE', {}) for s in ('s1', 's2', 's3')})
+            {s: nova_adapter.Server('ACTIVE', ['10.0.0.%s' % s[1]])
+             for s in ('s1', 's2', 's3')})
+        self.urls = FakeUrlChecker()
         self.monitor = monitor.Monitor(
             'engine-1', 'host-1', registry=self.registry, adapter=self.nova,
-            listener_factory=None, clock=lambda: self.time)
+            listener_factory=None, url_checker_factory=lambda t: self.urls,
+            clock=lambda: self.time)
         self.monitor.tracker._notifier = types.SimpleNamespace(
             info=lambda *a: None)
 
@@ -123,3 +140,22 @@ class TestMonitor(base.HeatHealthTestCase):
     def test_stop_releases(self):
         self.monitor.stop()
         self.assertTrue(self.registry.released)
+        self.assertTrue(self.urls.stopped)
+
+    def test_poll_urls_checked_with_addresses_from_nova(self):
+        self.registry.policies = [_policy('pu', modes=(
+            'NODE_STATUS_POLL_URL',))]
+        self.registry.servers['pu'] = ['s1', 's3']
+        self.monitor.tick()
+        # Nova is listed for the addresses, then the URLs are checked.
+        self.assertEqual(['all'], self.nova.calls)
+        self.assertEqual({('s1', ('10.0.0.1',)), ('s3', ('10.0.0.3',))},
+                         {(t.server_id, tuple(t.addresses))
+                          for t, _o in self.urls.submitted})
+        self.assertEqual({'poll_url': 'u'}, self.urls.submitted[0][1])
+        self.time += 1
+        self.monitor.tick()
+        self.assertEqual(2, len(self.urls.submitted))
+        self.time += 5
+        self.monitor.tick()
+        self.assertEqual(4, len(self.urls.submitted))

@@ -168,12 +168,17 @@ class TestAdapter(base.HeatHealthTestCase):
         adapter, http = self._adapter(
             {'servers': [{'id': 's1', 'status': 'ACTIVE'},
                          {'id': 's2', 'status': 'SHUTOFF',
-                          'addresses': {'private': []}}],
+                          'addresses': {'private': []}},
+                         {'id': 's4', 'status': 'ACTIVE',
+                          'addresses': {'a': [{'addr': '10.0.0.4'}],
+                                        'b': [{'addr': 'fd00::4'}]}}],
              'servers_links': [{'rel': 'next', 'href': link}]},
             {'servers': [{'id': 's3', 'status': 'ERROR'}]})
         servers = adapter.list_all()
+        self.assertEqual([], servers['s2'].addresses)
         self.assertEqual(['ACTIVE', 'SHUTOFF', 'ERROR'],
                          [servers[s].status for s in ('s1', 's2', 's3')])
+        self.assertEqual(['10.0.0.4', 'fd00::4'], servers['s4'].addresses)
         self.assertIn('all_tenants=1', http.urls[0])
         self.assertIn('marker=s2', http.urls[1])
         self.assertEqual(2, adapter.requests)

@@ -16,24 +16,34 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from heat_health.common import nova_adapter
+from heat_health.engine.monitor import lifecycle_events
 from heat_health.engine.monitor import nova_status
 from heat_health.engine.monitor import observation as obs
+from heat_health.engine.monitor import poll_url
 from heat_health.engine.monitor import tracker as tracker_mod
 
 LOG = logging.getLogger(__name__)
 
+# Modes whose servers Nova is polled for (POLL_URL for the addresses).
+POLLED = frozenset([obs.NODE_STATUS_POLLING, obs.NODE_STATUS_POLL_URL])
+
 
 def _lifecycle_listener(tracker):
     """The engine's one Nova notification listener (LIFECYCLE_EVENTS)."""
-    from heat_health.engine.monitor import lifecycle_events
     return lifecycle_events.LifecycleListener(tracker.observe,
                                               tracker.is_watched)
+
+
+def _url_checker(tracker):
+    """The engine's bounded poll URL checker (NODE_STATUS_POLL_URL)."""
+    return poll_url.PollUrlChecker(tracker.observe)
 
 
 class Monitor(object):
 
     def __init__(self, engine_id, host, registry=None, adapter=None,
-                 listener_factory=_lifecycle_listener, conf=cfg.CONF,
+                 listener_factory=_lifecycle_listener,
+                 url_checker_factory=_url_checker, conf=cfg.CONF,
                  clock=time.monotonic):
         if registry is None:
             from heat_health.engine import registry as registry_mod
@@ -43,16 +53,20 @@ class Monitor(object):
                                            in_progress=self._in_progress)
         self.poller = nova_status.StatusPoller(
             adapter or nova_adapter.NovaAdapter(conf), self.tracker.observe,
-            lambda: self.tracker.servers(obs.NODE_STATUS_POLLING),
+            # Servers checked by URL are listed too, for their addresses.
+            lambda: set().union(*(self.tracker.servers(m) for m in POLLED)),
             conf.heat_health.node_status_resync_cycles)
         self._listener_factory = listener_factory
         self._listener = None
+        self._url_checker = (url_checker_factory(self.tracker)
+                             if url_checker_factory else None)
         self._tick = conf.heat_health.monitor_tick
         self._clock = clock
         self._policies = {}      # id -> Policy
         self._targets = {}       # policy id -> [Target]
         self._next_refresh = {}  # policy id -> clock time
         self._next_poll = {}     # policy id -> clock time
+        self._next_url_check = {}  # policy id -> clock time
         self._signature = None
         self._stopping = threading.Event()
         self._thread = None
@@ -71,6 +85,8 @@ class Monitor(object):
             self._thread.join(timeout=30)
         if self._listener is not None:
             self._listener.stop()
+        if self._url_checker is not None:
+            self._url_checker.stop()
         try:
             self.registry.release()
         except Exception:
@@ -89,7 +105,7 @@ class Monitor(object):
         policies = {p.id: p for p in self.registry.claim()}
         for gone in set(self._policies) - set(policies):
             for cache in (self._targets, self._next_refresh,
-                          self._next_poll):
+                          self._next_poll, self._next_url_check):
                 cache.pop(gone, None)
         self._policies = policies
         due = [p for p in policies.values()
@@ -102,6 +118,7 @@ class Monitor(object):
             self.tracker.set_in_progress(
                 policy.id, self.registry.stack_in_progress(policy))
         self._poll_if_due(now)
+        self._check_urls_if_due(now)
         self.tracker.settle()
         self.tracker.flush()
 
@@ -118,13 +135,31 @@ class Monitor(object):
 
     def _poll_if_due(self, now):
         due = [p for p in self._policies.values()
-               if obs.NODE_STATUS_POLLING in _modes(p) and
+               if _modes(p) & POLLED and
                self._next_poll.get(p.id, 0) <= now]
         if not due:
             return
         self.poller.poll()
         for policy in due:
             self._next_poll[policy.id] = now + _interval(policy)
+
+    def _check_urls_if_due(self, now):
+        """Start the poll URL checks of every policy due (non-blocking)."""
+        if self._url_checker is None:
+            return
+        for policy in self._policies.values():
+            options = _mode_options(policy, obs.NODE_STATUS_POLL_URL)
+            if (options is None or
+                    self._next_url_check.get(policy.id, 0) > now):
+                continue
+            self._next_url_check[policy.id] = now + _interval(policy)
+            for target in self._targets.get(policy.id, ()):
+                # {name} in a poll URL is the server's resource name.
+                addresses = (self.poller.addresses.get(target.server_id) or
+                             list(target.addresses or ()))
+                self._url_checker.submit(poll_url.Target(
+                    target.server_id, target.resource_name, addresses),
+                    options)
 
     def _in_progress(self, policy_id):
         """Fresh from Heat: asked before a target is declared failed."""
@@ -147,6 +182,14 @@ def _detection(policy):
 def _modes(policy):
     return {m['type'] for m in _detection(policy).get('detection_modes')
             or ()}
+
+
+def _mode_options(policy, mode):
+    """The options of ``mode`` in the policy, or None without that mode."""
+    for entry in _detection(policy).get('detection_modes') or ():
+        if entry['type'] == mode:
+            return dict(entry.get('options') or {})
+    return None
 
 
 def _interval(policy):

@@ -71,6 +71,9 @@ class StatusPoller(object):
         # What each server was last reported as: a listing repeats what is
         # already known for nearly every server, and only news is passed on.
         self._reported = {}
+        # The IP addresses of each watched server as Nova lists them: poll
+        # URLs may only name a server's own addresses.
+        self.addresses = {}
 
     def poll(self):
         """One poll cycle; returns the number of observations made."""
@@ -111,7 +114,9 @@ class StatusPoller(object):
         count = 0
         reported = self._reported
         for server_id in watched.intersection(servers):
-            status = servers[server_id].status
+            server = servers[server_id]
+            self.addresses[server_id] = server.addresses
+            status = server.status
             if reported.get(server_id) == status:
                 continue
             found = verdict(status)
