@@ -36,6 +36,10 @@ class Registry(object):
         self._resolver = target_resolution.Resolver()
         self._resolutions = {}   # policy id -> last Resolution
         self._owned = set()
+        # The RPC endpoint, the lease keeper and the monitor share one
+        # registry: two target syncs of a policy at once would both insert
+        # its new servers.
+        self._refresh_lock = threading.Lock()
 
     @staticmethod
     def _context():
@@ -103,6 +107,10 @@ class Registry(object):
         """
         if not policies:
             return {}
+        with self._refresh_lock:
+            return self._refresh_all(policies)
+
+    def _refresh_all(self, policies):
         resolutions = self._resolver.resolve(self._context(), policies)
         for policy in policies:
             resolution = resolutions[policy.id]
