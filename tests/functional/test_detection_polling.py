@@ -134,3 +134,19 @@ def test_report_is_for_the_stack_project_only(demo, reader, outsider,
     # An unknown stack: 404.
     missing = dict(watched, id='00000000-0000-0000-0000-000000000000')
     assert _report(demo, missing).status_code == 404
+
+
+def test_all_failed_versus_any_failed(admin, demo, stacks):
+    """The poll URL always fails; polling fails only after a crash."""
+    any_failed = stacks('any', 'health_two_modes.yaml',
+                        'conditional=ANY_FAILED')
+    all_failed = stacks('all', 'health_two_modes.yaml',
+                        'conditional=ALL_FAILED')
+    target = _wait_state(demo, any_failed, 'web', 'UNHEALTHY')
+    assert target['last_observation']['source'] == 'NODE_STATUS_POLL_URL'
+    _wait_state(demo, all_failed, 'web', 'SUSPECT')
+    server_id = _server_id(demo, all_failed, 'web')
+    resp = _fault(admin, '/servers/%s/fault' % server_id, 'crash_to_error')
+    assert resp.status_code == 200, resp.text
+    target = _wait_state(demo, all_failed, 'web', 'UNHEALTHY')
+    assert target['reason'] == 'Nova status ERROR'
