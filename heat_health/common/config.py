@@ -59,6 +59,15 @@ detector_opts = [
                     'notification is handled once, and other consumers of '
                     'the same topics (with pools of their own) still get '
                     'every notification.'),
+    cfg.IntOpt('notification_batch_size',
+               default=100, min=1,
+               help='Most Nova notifications handed to the listener at '
+                    'once; batches cost less per notification.'),
+    cfg.FloatOpt('notification_batch_timeout',
+                 default=0.05, min=0.001,
+                 help='Seconds the listener waits to fill a batch of Nova '
+                      'notifications: the most a lone notification is '
+                      'delayed.'),
     cfg.IntOpt('poll_url_max_workers',
                default=16, min=1,
                help='Most poll URL checks running at the same time in one '

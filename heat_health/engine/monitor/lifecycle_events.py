@@ -127,6 +127,8 @@ def to_observation(event_type, payload, metadata, is_watched):
 
 
 class _Endpoint(object):
+    """Takes notifications in batches: fewer hand-offs between threads."""
+
     filter_rule = oslo_messaging.NotificationFilter(
         event_type=EVENT_TYPES.pattern)
 
@@ -134,17 +136,20 @@ class _Endpoint(object):
         self._observe = observe
         self._is_watched = is_watched
 
-    def info(self, ctxt, publisher_id, event_type, payload, metadata):
-        try:
-            found = to_observation(event_type, payload, metadata,
-                                   self._is_watched)
-            if found is not None:
-                self._observe(found)
-        except Exception:
-            # Acknowledged anyway: a notification that breaks us once would
-            # break us on every redelivery.
-            LOG.exception('Handling Nova notification %s failed',
-                          event_type)
+    def info(self, messages):
+        for message in messages:
+            try:
+                found = to_observation(message['event_type'],
+                                       message['payload'],
+                                       message['metadata'],
+                                       self._is_watched)
+                if found is not None:
+                    self._observe(found)
+            except Exception:
+                # Acknowledged anyway: a notification that breaks us once
+                # would break us on every redelivery.
+                LOG.exception('Handling Nova notification %s failed',
+                              message.get('event_type'))
 
     error = info
     warn = info
@@ -181,10 +186,13 @@ class LifecycleListener(object):
         self._pool = pool or conf[config.GROUP].notification_pool
         self._listener = None
         if self._targets:
-            self._listener = oslo_messaging.get_notification_listener(
+            group = conf[config.GROUP]
+            self._listener = oslo_messaging.get_batch_notification_listener(
                 self._transport, self._targets,
                 [_Endpoint(observe, is_watched)], executor='threading',
-                pool=self._pool)
+                pool=self._pool,
+                batch_size=group.notification_batch_size,
+                batch_timeout=group.notification_batch_timeout)
 
     def start(self):
         if self._listener is None:
