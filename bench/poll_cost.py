@@ -3,7 +3,8 @@
 Boots (once; reruns reuse them) --servers servers in --projects projects on
 fakecloud with bench/fakecloud_scale.py's helpers, registers --policies
 policies covering them directly in heat-health's tables (owned by a
-benchmark engine id, so no running heat-health-engine claims them), then
+benchmark engine id that answers the engines' liveness probe, so no running
+heat-health-engine takes them over), then
 runs the status poller and the tracker in this process for --cycles cycles,
 --interval seconds apart, as heat-health-engine does. A few servers are
 stopped halfway, to show the failures found at that cost. Prints Nova
@@ -29,6 +30,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / 'bench'))
 
 from heat.common import config as heat_config  # noqa: E402,F401
+from heat.common import messaging  # noqa: E402
 from novaclient import client as nova_client  # noqa: E402
 from oslo_config import cfg  # noqa: E402
 from oslo_utils import timeutils  # noqa: E402
@@ -37,6 +39,7 @@ import fakecloud_scale  # noqa: E402
 from heat_health.common import nova_adapter  # noqa: E402
 from heat_health.db import api as db_api  # noqa: E402
 from heat_health.db import models  # noqa: E402
+from heat_health.engine import heat_locks  # noqa: E402
 from heat_health.engine.monitor import nova_status  # noqa: E402
 from heat_health.engine.monitor import observation as obs  # noqa: E402
 from heat_health.engine.monitor import tracker as tracker_mod  # noqa: E402
@@ -140,6 +143,13 @@ def main():
     args = parser.parse_args()
 
     cfg.CONF(['--config-file', str(HEAT_CONF)], project='heat')
+    # Answer the engines' liveness probe as the policies' holder, or a
+    # running heat-health-engine takes them over.
+    messaging.setup()
+    liveness = messaging.get_rpc_server(
+        heat_locks.liveness_target(BENCH_ENGINE),
+        heat_locks.LivenessEndpoint())
+    liveness.start()
     admin = localcloud.Cloud('admin')
     start = time.perf_counter()
     nova, booted = boot_servers(admin, args.servers, args.projects)
@@ -173,8 +183,10 @@ def main():
             per_cycle.append(cycle(poller, tracker, adapter))
         time.sleep(2 * cfg.CONF.heat_health.monitor_tick)
         per_cycle.append(cycle(poller, tracker, adapter))
-        states = tracker.states()
-        unhealthy = sum(1 for s in states.values() if s == 'UNHEALTHY')
+        with db_api._facade.reader.using(db_api._Session()) as session:
+            unhealthy = {t.server_id for t in session.query(
+                models.Target).filter(models.Target.policy_id.in_(
+                    policy_ids), models.Target.state == 'UNHEALTHY')}
         reqs = [r for r, _c in per_cycle]
         cpus = [c for _r, c in per_cycle]
         print('%d cycles, %d servers, %d policies' % (
@@ -184,12 +196,16 @@ def main():
         print('CPU s per cycle: max %.3f, mean %.3f, p50 %.3f   '
               '(target <= 0.2)' % (max(cpus), statistics.mean(cpus),
                                    statistics.median(cpus)))
-        print('stopped %d servers halfway: %d targets UNHEALTHY, %d '
-              'notifications' % (len(victims), unhealthy, notifier.sent))
+        print('stopped %d servers halfway: %d of them UNHEALTHY; %d other '
+              'servers UNHEALTHY (deleted meanwhile by others); %d '
+              'notifications' % (len(victims), len(unhealthy & set(victims)),
+                                 len(unhealthy - set(victims)),
+                                 notifier.sent))
         for server_id in victims:
             nova.servers.start(server_id)
     finally:
         unregister(policy_ids)
+        liveness.stop()
 
 
 if __name__ == '__main__':
