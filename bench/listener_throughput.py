@@ -82,6 +82,12 @@ def payload(server_id, vm_state):
         'shares': [], 'fault': None})
 
 
+def delete_queue(url, pool):
+    """Remove the pool's queue: nobody will read it again."""
+    with kombu.Connection(url.replace('rabbit://', 'amqp://', 1)) as conn:
+        conn.default_channel.queue_delete(pool)
+
+
 def publish(url, ids, rnd):
     """Publish as oslo.messaging's messagingv2 driver does.
 
@@ -161,6 +167,7 @@ def main():
     cpu = time.process_time() - cpu
     listener.stop()
     tport.cleanup()
+    delete_queue(url, pool)
     expected = sum(1 for i in ids if i in watched)
     print('pool %s: handled %d of %d (%d about watched servers, %d '
           'observations) in %.2fs' % (pool, handled[0], args.count,
