@@ -30,6 +30,7 @@ sys.path.insert(0, str(REPO / 'bench'))
 from heat_health.engine.monitor import lifecycle_events  # noqa: E402
 from heat_health.engine.monitor import observation as obs  # noqa: E402
 import listener_throughput as throughput  # noqa: E402
+from tests.functional import notifications  # noqa: E402
 
 
 def background(url, rate, stop):
@@ -55,7 +56,7 @@ def main():
                         help='unwatched notifications per second')
     args = parser.parse_args()
 
-    url = throughput.transport_url()
+    url = notifications.transport_url()
     cfg.CONF([], project='heat')
     # Publish where Nova does: its control_exchange is "nova".
     oslo_messaging.set_transport_defaults('nova')
@@ -108,7 +109,7 @@ def main():
             noise.join()
         listener.stop()
         tport.cleanup()
-        throughput.delete_queue(url, pool)
+        notifications.delete_queue(url, pool)
 
     ms = sorted(x * 1000 for x in latencies)
     p99 = ms[min(len(ms) - 1, int(round(0.99 * len(ms))) - 1)]

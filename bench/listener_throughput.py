@@ -12,7 +12,6 @@ Publishing first keeps the publisher's speed out of the figure.  Needs
 """
 
 import argparse
-import configparser
 import datetime
 import json
 import pathlib
@@ -30,16 +29,11 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from heat_health.engine.monitor import lifecycle_events  # noqa: E402
-from tests.functional import cloud as localcloud  # noqa: E402
+from tests.functional.notifications import delete_queue  # noqa: E402
+from tests.functional.notifications import transport_url  # noqa: E402
 
 EVENT_TYPES = ['instance.power_off.end', 'instance.update',
                'instance.power_on.end', 'instance.pause.end']
-
-
-def transport_url():
-    conf = configparser.RawConfigParser(strict=False)
-    conf.read(localcloud.STATE_DIR / 'etc' / 'heat.conf')
-    return conf.get('DEFAULT', 'transport_url')
 
 
 def transport(url):
@@ -80,12 +74,6 @@ def payload(server_id, vm_state):
         'auto_disk_config': 'MANUAL', 'request_id': None,
         'action_initiator_user': None, 'action_initiator_project': None,
         'shares': [], 'fault': None})
-
-
-def delete_queue(url, pool):
-    """Remove the pool's queue: nobody will read it again."""
-    with kombu.Connection(url.replace('rabbit://', 'amqp://', 1)) as conn:
-        conn.default_channel.queue_delete(pool)
 
 
 def publish(url, ids, rnd):

@@ -9,10 +9,28 @@ import threading
 import time
 import uuid
 
+import kombu
 from oslo_config import cfg
 import oslo_messaging
 
 from tests.functional import cloud
+
+
+def transport_url():
+    """The message bus of the local deployment, as heat.conf names it."""
+    conf = configparser.RawConfigParser(strict=False)
+    conf.read(cloud.STATE_DIR / 'etc' / 'heat.conf')
+    return conf.get('DEFAULT', 'transport_url')
+
+
+def delete_queue(url, name):
+    """Remove a listener pool's queue once its listener stopped.
+
+    The queue outlives the listener and would collect a copy of every later
+    notification.
+    """
+    with kombu.Connection(url.replace('rabbit://', 'amqp://', 1)) as conn:
+        conn.default_channel.queue_delete(name)
 
 
 class _Collector(object):
@@ -35,17 +53,15 @@ class _Collector(object):
 class NovaNotifications(object):
 
     def __init__(self, topic='versioned_notifications'):
-        conf = configparser.RawConfigParser(strict=False)
-        conf.read(cloud.STATE_DIR / 'etc' / 'heat.conf')
-        url = conf.get('DEFAULT', 'transport_url')
+        self._url = transport_url()
+        self._pool = 'heat-health-tests-%s' % uuid.uuid4().hex[:8]
         self._transport = oslo_messaging.get_notification_transport(
-            cfg.ConfigOpts(), url=url)
+            cfg.ConfigOpts(), url=self._url)
         self._collector = _Collector()
         self._listener = oslo_messaging.get_notification_listener(
             self._transport,
             [oslo_messaging.Target(exchange='nova', topic=topic)],
-            [self._collector], executor='threading',
-            pool='heat-health-tests-%s' % uuid.uuid4().hex[:8])
+            [self._collector], executor='threading', pool=self._pool)
 
     def start(self):
         self._listener.start()
@@ -54,6 +70,7 @@ class NovaNotifications(object):
         self._listener.stop()
         self._listener.wait()
         self._transport.cleanup()
+        delete_queue(self._url, self._pool)
 
     def wait_for(self, server_id, event_type, state=None, timeout=30):
         """The payload of event_type for server_id (in that state)."""

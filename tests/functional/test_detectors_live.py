@@ -1,13 +1,11 @@
 """The notification and poll URL detectors against the real bus and
 fakecloud, on their own, before any monitor drives them."""
 
-import configparser
 import datetime
 import threading
 import time
 import uuid
 
-import kombu
 from novaclient import client as nova_client
 from novaclient import exceptions as nova_exc
 from oslo_config import cfg
@@ -17,7 +15,7 @@ import pytest
 from heat_health.engine.monitor import lifecycle_events
 from heat_health.engine.monitor import observation as obs
 from heat_health.engine.monitor import poll_url
-from tests.functional import cloud
+from tests.functional import notifications
 
 
 class _Observations(object):
@@ -48,12 +46,6 @@ class _Observations(object):
                 self.changed.wait(left)
 
 
-def _transport_url():
-    conf = configparser.RawConfigParser(strict=False)
-    conf.read(cloud.STATE_DIR / 'etc' / 'heat.conf')
-    return conf.get('DEFAULT', 'transport_url')
-
-
 @pytest.fixture(scope='module')
 def demo_nova(demo):
     return nova_client.Client('2.1', session=demo.session)
@@ -81,7 +73,7 @@ def watched():
 @pytest.fixture(scope='module')
 def lifecycle(watched):
     seen = _Observations()
-    url = _transport_url()
+    url = notifications.transport_url()
     transport = oslo_messaging.get_notification_transport(
         cfg.ConfigOpts(), url=url)
     pool = 'heat-health-tests-%s' % uuid.uuid4().hex[:8]
@@ -91,9 +83,7 @@ def lifecycle(watched):
     yield seen
     listener.stop()
     transport.cleanup()
-    # The pool's queue outlives its listener; nobody reads it again.
-    with kombu.Connection(url.replace('rabbit://', 'amqp://', 1)) as conn:
-        conn.default_channel.queue_delete(pool)
+    notifications.delete_queue(url, pool)
 
 
 def _wait_status(nova, server_id, status, timeout=30):
