@@ -19,6 +19,19 @@ TEMPLATES = pathlib.Path(__file__).resolve().parent / 'templates'
 OPENSTACK = str(pathlib.Path(sys.executable).parent / 'openstack')
 
 
+def wait_server_status(nova, server_id, status, timeout=30):
+    """Wait until Nova shows the server in that status."""
+    deadline = time.time() + timeout
+    current = None
+    while time.time() < deadline:
+        current = nova.servers.get(server_id).status
+        if current == status:
+            return
+        time.sleep(0.2)
+    raise AssertionError('server %s is %s, not %s after %ss'
+                         % (server_id, current, status, timeout))
+
+
 def read_openrc(user):
     env = {}
     for line in (STATE_DIR / ('%s-openrc' % user)).read_text().splitlines():

@@ -1,6 +1,10 @@
+from novaclient import client as nova_client
+from novaclient import exceptions as nova_exc
 import pytest
 
 from tests.functional import cloud
+
+NOVA_API_VERSION = '2.1'
 
 
 def _user(name):
@@ -37,3 +41,28 @@ def stacks(demo):
     yield create
     for name in created:
         demo.delete_stack(name)
+
+
+@pytest.fixture(scope='module')
+def demo_nova(demo):
+    return nova_client.Client(NOVA_API_VERSION, session=demo.session)
+
+
+@pytest.fixture(scope='module')
+def admin_nova(admin):
+    return nova_client.Client(NOVA_API_VERSION, session=admin.session)
+
+
+@pytest.fixture
+def server(demo_nova):
+    """An ACTIVE server of the demo project, deleted after the test."""
+    created = demo_nova.servers.create(
+        'test-server', demo_nova.glance.find_image('cirros'),
+        demo_nova.flavors.find(name='m1.tiny'),
+        nics=[{'net-id': demo_nova.neutron.find_network('private').id}])
+    cloud.wait_server_status(demo_nova, created.id, 'ACTIVE')
+    yield demo_nova.servers.get(created.id)
+    try:
+        demo_nova.servers.delete(created.id)
+    except nova_exc.NotFound:
+        pass

@@ -6,8 +6,6 @@ import threading
 import time
 import uuid
 
-from novaclient import client as nova_client
-from novaclient import exceptions as nova_exc
 from oslo_config import cfg
 import oslo_messaging
 import pytest
@@ -15,6 +13,7 @@ import pytest
 from heat_health.engine.monitor import lifecycle_events
 from heat_health.engine.monitor import observation as obs
 from heat_health.engine.monitor import poll_url
+from tests.functional import cloud
 from tests.functional import notifications
 
 
@@ -47,25 +46,6 @@ class _Observations(object):
 
 
 @pytest.fixture(scope='module')
-def demo_nova(demo):
-    return nova_client.Client('2.1', session=demo.session)
-
-
-@pytest.fixture
-def server(demo_nova):
-    created = demo_nova.servers.create(
-        'detector-target', demo_nova.glance.find_image('cirros'),
-        demo_nova.flavors.find(name='m1.tiny'),
-        nics=[{'net-id': demo_nova.neutron.find_network('private').id}])
-    _wait_status(demo_nova, created.id, 'ACTIVE')
-    yield demo_nova.servers.get(created.id)
-    try:
-        demo_nova.servers.delete(created.id)
-    except nova_exc.NotFound:
-        pass
-
-
-@pytest.fixture(scope='module')
 def watched():
     return set()
 
@@ -86,23 +66,8 @@ def lifecycle(watched):
     notifications.delete_queue(url, pool)
 
 
-def _wait_status(nova, server_id, status, timeout=30):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        current = nova.servers.get(server_id).status
-        if current == status:
-            return
-        time.sleep(0.2)
-    raise AssertionError('server %s is %s, not %s' % (server_id, current,
-                                                      status))
-
-
 def _inject(admin, server_id, fault):
-    compute = admin.session.get_endpoint(service_type='compute',
-                                         interface='public')
-    url = compute.replace('/compute/v2.1', '/fakecloud')
-    resp = admin.session.post('%s/servers/%s/fault' % (url, server_id),
-                              json={'fault': fault}, raise_exc=False)
+    resp = admin.inject_fault(server_id, fault)
     assert resp.status_code == 200, resp.text
     return resp.json()['server']
 
@@ -130,7 +95,7 @@ def test_fault_seen_through_notifications(admin, demo_nova, lifecycle,
 
 def test_unwatched_server_is_ignored(admin, demo_nova, lifecycle, server):
     _inject(admin, server.id, 'power_off')
-    _wait_status(demo_nova, server.id, 'SHUTOFF')
+    cloud.wait_server_status(demo_nova, server.id, 'SHUTOFF')
     time.sleep(1)
     assert not [o for o in lifecycle.seen if o.server_id == server.id]
 

@@ -2,14 +2,12 @@
 
 import time
 
-from novaclient import client as nova_client
 from novaclient import exceptions as nova_exc
 import pytest
 import requests
 
+from tests.functional import cloud
 from tests.functional import notifications
-
-NOVA = '2.1'
 
 
 @pytest.fixture(scope='module')
@@ -18,42 +16,6 @@ def nova_events():
     listener.start()
     yield listener
     listener.stop()
-
-
-@pytest.fixture(scope='module')
-def demo_nova(demo):
-    return nova_client.Client(NOVA, session=demo.session)
-
-
-@pytest.fixture(scope='module')
-def admin_nova(admin):
-    return nova_client.Client(NOVA, session=admin.session)
-
-
-@pytest.fixture
-def server(demo_nova):
-    """An ACTIVE server of the demo project, deleted after the test."""
-    created = demo_nova.servers.create(
-        'fault-target', demo_nova.glance.find_image('cirros'),
-        demo_nova.flavors.find(name='m1.tiny'),
-        nics=[{'net-id': demo_nova.neutron.find_network('private').id}])
-    _wait_status(demo_nova, created.id, 'ACTIVE')
-    yield created
-    try:
-        demo_nova.servers.delete(created.id)
-    except nova_exc.NotFound:
-        pass
-
-
-def _wait_status(nova, server_id, status, timeout=30):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        current = nova.servers.get(server_id).status
-        if current == status:
-            return
-        time.sleep(0.2)
-    raise AssertionError('server %s is %s, not %s after %ss'
-                         % (server_id, current, status, timeout))
 
 
 def test_stack_of_servers_and_a_group(demo, stacks):
@@ -85,12 +47,12 @@ def test_fault_changes_status_and_notifies(admin, demo_nova, nova_events,
                                            event_type, vm_state):
     resp = admin.inject_fault(server.id, fault)
     assert resp.status_code == 200, resp.text
-    _wait_status(demo_nova, server.id, status)
+    cloud.wait_server_status(demo_nova, server.id, status)
     payload = nova_events.wait_for(server.id, event_type, state=vm_state)
     assert payload['tenant_id'] == server.tenant_id
 
     assert admin.inject_fault(server.id, 'reset').status_code == 200
-    _wait_status(demo_nova, server.id, 'ACTIVE')
+    cloud.wait_server_status(demo_nova, server.id, 'ACTIVE')
 
 
 def test_vanish_is_a_delete_behind_heats_back(admin, admin_nova, demo_nova,
