@@ -127,6 +127,17 @@ class TestTracker(base.HeatHealthTestCase):
         self._observe('s1', obs.UNHEALTHY, source=EVENTS)
         self.assertEqual('HEALTHY', self._rows()[('pa', 's1')].state)
 
+    def test_late_older_observation_does_not_override(self):
+        self._add_policy('pa', ['s1'], modes=(EVENTS,))
+        self._load()
+        self.now = T0 + datetime.timedelta(seconds=10)
+        self._observe('s1', obs.UNHEALTHY, source=EVENTS,
+                      reason='instance.power_off.end')
+        self.now = T0 + datetime.timedelta(seconds=5)
+        self._observe('s1', obs.HEALTHY, source=EVENTS,
+                      reason='instance.power_on.end')
+        self.assertEqual('UNHEALTHY', self._rows()[('pa', 's1')].state)
+
     def test_all_failed_needs_every_mode(self):
         self._add_policy('pa', ['s1'], modes=(POLL, EVENTS),
                          conditional='ALL_FAILED')

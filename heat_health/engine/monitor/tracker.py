@@ -222,6 +222,12 @@ class Tracker(object):
             for target in self._by_server.get(observation.server_id, ()):
                 if observation.source not in target.policy.modes:
                     continue
+                previous = target.verdicts.get(observation.source)
+                if (previous is not None and
+                        previous.observed_at > observation.observed_at):
+                    # Delivered late (listener threads, batches): older
+                    # news never overrides newer news of the same source.
+                    continue
                 self._note(target, observation)
                 if observation.verdict == obs.UNKNOWN:
                     continue
