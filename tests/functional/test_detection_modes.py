@@ -1,0 +1,64 @@
+"""Each detection mode alone, through Heat and heat-health-engine."""
+
+import json
+
+from tests.functional import cloud
+
+EVENTS = [{'type': 'LIFECYCLE_EVENTS'}]
+POLL_URL = [{'type': 'NODE_STATUS_POLL_URL', 'options': {
+    'poll_url': 'http://127.0.0.1:8775/{id}/health',
+    'poll_url_healthy_response': '^ok', 'poll_url_retry_limit': 1,
+    'poll_url_retry_interval': 1, 'poll_url_timeout': 1}}]
+
+
+def _members(demo, stack_name):
+    attributes = demo.resource(stack_name, 'health')['attributes']
+    return {m['path']: m for m in attributes['members']}
+
+
+def _wait_member(demo, stack_name, path, state, timeout=60):
+    return demo.wait_for(
+        lambda: (lambda m: m if m and m['state'] == state else None)(
+            _members(demo, stack_name).get(path)),
+        '%s to be %s' % (path, state), timeout=timeout)
+
+
+def _watched(demo, stacks, modes, count):
+    name = stacks('modes', 'health_modes.yaml', 'count=%d' % count,
+                  'modes=%s' % json.dumps(modes))['stack_name']
+    paths = ['workers/%d' % i for i in range(count)]
+    for path in paths:
+        _wait_member(demo, name, path, 'HEALTHY')
+    members = _members(demo, name)
+    return name, {path: members[path]['server_id'] for path in paths}
+
+
+def test_notifications_alone_see_power_off_pause_shutdown(admin, demo,
+                                                          stacks):
+    name, servers = _watched(demo, stacks, EVENTS, 3)
+    # Nova sends instance.update with the new vm_state before the .end
+    # notification; whichever comes first decides.
+    faults = dict(zip(sorted(servers), [
+        ('power_off', ('instance.power_off.end', 'vm_state stopped')),
+        ('pause', ('instance.pause.end', 'vm_state paused')),
+        ('shutdown', ('instance.shutdown.end', 'vm_state stopped'))]))
+    for path, (fault, _seen) in faults.items():
+        assert admin.inject_fault(servers[path], fault).status_code == 200
+    for path, (fault, seen) in faults.items():
+        member = _wait_member(demo, name, path, 'UNHEALTHY', timeout=30)
+        assert member['source'] == 'LIFECYCLE_EVENTS', member
+        assert member['reason'].startswith('Nova notification'), member
+        assert any(s in member['reason'] for s in seen), member
+
+
+def test_poll_url_alone_sees_a_hang_nova_cannot(admin, demo, demo_nova,
+                                                stacks):
+    name, servers = _watched(demo, stacks, POLL_URL, 1)
+    server_id = servers['workers/0']
+    assert admin.inject_fault(server_id, 'hang').status_code == 200
+    member = _wait_member(demo, name, 'workers/0', 'UNHEALTHY')
+    assert member['source'] == 'NODE_STATUS_POLL_URL', member
+    assert demo_nova.servers.get(server_id).status == 'ACTIVE'
+    admin.inject_fault(server_id, 'reset')
+    _wait_member(demo, name, 'workers/0', 'HEALTHY')
+    cloud.wait_server_status(demo_nova, server_id, 'ACTIVE')
