@@ -48,8 +48,10 @@ class HealthEndpoint(object):
 
     target = oslo_messaging.Target(version=rpc_api.RPC_API_VERSION)
 
-    def __init__(self, engine_id):
+    def __init__(self, engine_id, registry=None):
         self.engine_id = engine_id
+        # The engine's registry (the service shares its own).
+        self.registry = registry or registry_module.Registry(engine_id)
 
     @expected_heat_errors
     def mark_unhealthy(self, ctxt, stack_identity, resource_name,
@@ -85,17 +87,6 @@ class HealthEndpoint(object):
         return marking.obj_to_primitive()
 
     # Health policy registration (OS::Heat::HealthPolicy).
-
-    @property
-    def registry(self):
-        """The engine's registry (the service shares its own)."""
-        if getattr(self, '_registry', None) is None:
-            self._registry = registry_module.Registry(self.engine_id)
-        return self._registry
-
-    @registry.setter
-    def registry(self, value):
-        self._registry = value
 
     @expected_heat_errors
     def register_policy(self, ctxt, policy):

@@ -40,8 +40,8 @@ class HealthEngineService(service.Service):
                                        server=self.host, topic=self.topic)
         # The policies this engine owns (registration, leases, targets).
         self.registry = registry.Registry(self.engine_id)
-        health_endpoint = endpoint.HealthEndpoint(self.engine_id)
-        health_endpoint.registry = self.registry
+        health_endpoint = endpoint.HealthEndpoint(self.engine_id,
+                                                  self.registry)
         for rpc_target, rpc_endpoint in [
                 (heat_locks.liveness_target(self.engine_id),
                  heat_locks.LivenessEndpoint()),

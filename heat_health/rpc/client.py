@@ -12,20 +12,31 @@ from heat_health.common import config  # noqa: F401  (registers options)
 from heat_health.rpc import api as rpc_api
 
 
-class HealthClient(object):
+class _Client(object):
+    """Calls on topic ``[heat_health] topic``, waiting ``timeout`` at most."""
+
+    def __init__(self, timeout):
+        self._client = messaging.get_rpc_client(
+            topic=cfg.CONF.heat_health.topic,
+            version=rpc_api.RPC_API_VERSION)
+        self.timeout = timeout
+
+    def _call(self, ctxt, method, **kwargs):
+        cctxt = self._client.prepare(timeout=self.timeout)
+        return cctxt.call(ctxt, method, **kwargs)
+
+
+class HealthClient(_Client):
 
     def __init__(self):
-        conf = cfg.CONF.heat_health
-        self._client = messaging.get_rpc_client(
-            topic=conf.topic, version=rpc_api.RPC_API_VERSION)
-        self._timeout = conf.rpc_response_timeout
+        super(HealthClient, self).__init__(
+            cfg.CONF.heat_health.rpc_response_timeout)
 
     def mark_unhealthy(self, ctxt, stack_identity, resource_name,
                        mark_unhealthy, resource_status_reason,
                        source=rpc_api.SOURCE_API):
         """Set or clear CHECK_FAILED on a resource; returns the marking."""
-        cctxt = self._client.prepare(timeout=self._timeout)
-        return cctxt.call(ctxt, rpc_api.MARK_UNHEALTHY,
+        return self._call(ctxt, rpc_api.MARK_UNHEALTHY,
                           stack_identity=dict(stack_identity),
                           resource_name=resource_name,
                           mark_unhealthy=mark_unhealthy,
@@ -34,12 +45,11 @@ class HealthClient(object):
 
     def health_report(self, ctxt, stack_identity):
         """Policies, targets and recent events of a stack (a dict)."""
-        cctxt = self._client.prepare(timeout=self._timeout)
-        return cctxt.call(ctxt, rpc_api.HEALTH_REPORT,
+        return self._call(ctxt, rpc_api.HEALTH_REPORT,
                           stack_identity=dict(stack_identity))
 
 
-class RegistryClient(object):
+class RegistryClient(_Client):
     """Registration of health policies, as heat-engine's plugin calls it.
 
     Calls wait ``[heat_health] register_timeout`` at most: an unanswered
@@ -47,22 +57,16 @@ class RegistryClient(object):
     """
 
     def __init__(self):
-        conf = cfg.CONF.heat_health
-        self._client = messaging.get_rpc_client(
-            topic=conf.topic, version=rpc_api.REGISTRY_RPC_API_VERSION)
-        self.timeout = conf.register_timeout
+        super(RegistryClient, self).__init__(
+            cfg.CONF.heat_health.register_timeout)
 
     def register_policy(self, ctxt, policy):
         """Store, claim and resolve a policy; answers {engine_id, ...}.
 
         :param policy: dict with id, stack_id, resource_name, spec, enabled.
         """
-        cctxt = self._client.prepare(timeout=self.timeout,
-                                     version=rpc_api.REGISTRY_RPC_API_VERSION)
-        return cctxt.call(ctxt, rpc_api.REGISTER_POLICY, policy=policy)
+        return self._call(ctxt, rpc_api.REGISTER_POLICY, policy=policy)
 
     def unregister_policy(self, ctxt, policy_id):
-        cctxt = self._client.prepare(timeout=self.timeout,
-                                     version=rpc_api.REGISTRY_RPC_API_VERSION)
-        return cctxt.call(ctxt, rpc_api.UNREGISTER_POLICY,
+        return self._call(ctxt, rpc_api.UNREGISTER_POLICY,
                           policy_id=policy_id)
