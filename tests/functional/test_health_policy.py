@@ -96,3 +96,32 @@ def test_engine_killed_and_restarted_resumes_watching(admin, demo, stacks):
             _member(demo, name, web)),
         'the stopped server to be UNHEALTHY', timeout=30)
     assert 'SHUTOFF' in member['reason'] or 'stopped' in member['reason']
+
+
+def test_autoscaling_group_members_followed_through_scale_out(admin, demo,
+                                                             stacks):
+    name = stacks('asg-policy', 'policy_asg.yaml')['stack_name']
+    before = _servers(demo, name)
+    assert len(before) == 2
+    _all_healthy(demo, name, count=2)
+
+    demo.run('stack', 'resource', 'signal', name, 'scale_out')
+    demo.wait_for(lambda: len(_servers(demo, name)) == 3,
+                  'the scale-out to add a third server', timeout=120)
+    attributes = _all_healthy(demo, name, count=3)
+    added, = set(_servers(demo, name)) - set(before)
+    members = {m['server_id']: m for m in attributes['members']}
+    assert set(members) == set(_servers(demo, name))
+    # pool/<member>/0: an ASG member is a nested stack holding the server.
+    assert members[added]['path'].startswith('pool/')
+    assert members[added]['path'].count('/') == 2, members[added]
+
+    assert admin.inject_fault(added, 'pause').status_code == 200
+    member = demo.wait_for(
+        lambda: (lambda m: m if m['state'] == 'UNHEALTHY' else None)(
+            _member(demo, name, added)),
+        'the paused new member to be UNHEALTHY', timeout=30)
+    assert 'pause' in member['reason'].lower(), member
+    others = [m for sid, m in members.items() if sid != added]
+    assert all(_member(demo, name, m['server_id'])['state'] == 'HEALTHY'
+               for m in others)
