@@ -1,6 +1,9 @@
 """Each detection mode alone, through Heat and heat-health-engine."""
 
 import json
+import os
+import pathlib
+import signal
 
 from tests.functional import cloud
 
@@ -62,3 +65,51 @@ def test_poll_url_alone_sees_a_hang_nova_cannot(admin, demo, demo_nova,
     admin.inject_fault(server_id, 'reset')
     _wait_member(demo, name, 'workers/0', 'HEALTHY')
     cloud.wait_server_status(demo_nova, server_id, 'ACTIVE')
+
+
+def _listener_workers():
+    """Pids of the running engine's notification listener workers."""
+    engine = int((cloud.STATE_DIR / 'run' / 'heat-health-engine.pid')
+                 .read_text().split()[0])
+    found = []
+    for stat in pathlib.Path('/proc').glob('[0-9]*/cmdline'):
+        try:
+            argv = stat.read_bytes().split(b'\0')
+            parent = int((stat.parent / 'stat').read_text()
+                         .rsplit(')', 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if (b'heat_health.engine.monitor.listener_workers' in argv and
+                _descends(parent, engine)):
+            found.append(int(stat.parent.name))
+    return sorted(found)
+
+
+def _descends(pid, ancestor):
+    while pid > 1:
+        if pid == ancestor:
+            return True
+        try:
+            pid = int(pathlib.Path('/proc/%d/stat' % pid).read_text()
+                      .rsplit(')', 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            return False
+    return False
+
+
+def test_listener_workers_killed_are_replaced_and_events_still_seen(
+        admin, demo, stacks):
+    name, servers = _watched(demo, stacks, EVENTS, 1)
+    before = _listener_workers()
+    assert len(before) == 2, before
+    for pid in before:
+        os.kill(pid, signal.SIGKILL)
+    after = demo.wait_for(
+        lambda: (lambda p: p if len(p) == 2 and not set(p) & set(before)
+                 else None)(_listener_workers()),
+        'two new listener workers', timeout=30, interval=0.5)
+    assert len(after) == 2
+    assert admin.inject_fault(servers['workers/0'],
+                              'power_off').status_code == 200
+    member = _wait_member(demo, name, 'workers/0', 'UNHEALTHY', timeout=30)
+    assert member['source'] == 'LIFECYCLE_EVENTS', member

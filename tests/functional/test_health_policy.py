@@ -98,8 +98,8 @@ def test_engine_killed_and_restarted_resumes_watching(admin, demo, stacks):
     assert 'SHUTOFF' in member['reason'] or 'stopped' in member['reason']
 
 
-def test_autoscaling_group_members_followed_through_scale_out(admin, demo,
-                                                             stacks):
+def test_autoscaling_group_members_followed_through_scale_out(
+        admin, demo, stacks):
     name = stacks('asg-policy', 'policy_asg.yaml')['stack_name']
     before = _servers(demo, name)
     assert len(before) == 2

@@ -13,6 +13,7 @@ first and the notification dropped unless ``is_watched`` says otherwise.
 
 import datetime
 import re
+import threading
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -135,8 +136,12 @@ class _Endpoint(object):
     def __init__(self, observe, is_watched):
         self._observe = observe
         self._is_watched = is_watched
+        self._count_lock = threading.Lock()
+        self.handled = 0
 
     def info(self, messages):
+        with self._count_lock:
+            self.handled += len(messages)
         for message in messages:
             try:
                 found = to_observation(message['event_type'],
@@ -185,14 +190,20 @@ class LifecycleListener(object):
         self._targets = targets(conf)
         self._pool = pool or conf[config.GROUP].notification_pool
         self._listener = None
+        self._endpoint = _Endpoint(observe, is_watched)
         if self._targets:
             group = conf[config.GROUP]
             self._listener = oslo_messaging.get_batch_notification_listener(
                 self._transport, self._targets,
-                [_Endpoint(observe, is_watched)], executor='threading',
+                [self._endpoint], executor='threading',
                 pool=self._pool,
                 batch_size=group.notification_batch_size,
                 batch_timeout=group.notification_batch_timeout)
+
+    @property
+    def handled(self):
+        """Notifications of the types that matter handled so far."""
+        return self._endpoint.handled
 
     def start(self):
         if self._listener is None:

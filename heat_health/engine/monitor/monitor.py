@@ -17,6 +17,7 @@ from oslo_log import log as logging
 
 from heat_health.common import nova_adapter
 from heat_health.engine.monitor import lifecycle_events
+from heat_health.engine.monitor import listener_workers
 from heat_health.engine.monitor import nova_status
 from heat_health.engine.monitor import observation as obs
 from heat_health.engine.monitor import poll_url
@@ -28,8 +29,16 @@ LOG = logging.getLogger(__name__)
 POLLED = frozenset([obs.NODE_STATUS_POLLING, obs.NODE_STATUS_POLL_URL])
 
 
-def _lifecycle_listener(tracker):
-    """The engine's one Nova notification listener (LIFECYCLE_EVENTS)."""
+def _lifecycle_listener(tracker, conf=cfg.CONF):
+    """The engine's Nova notification listener (LIFECYCLE_EVENTS).
+
+    In worker processes (told what is watched through ``watch``), or in
+    this process with ``[heat_health] notification_workers = 0``.
+    """
+    workers = conf.heat_health.notification_workers
+    if workers:
+        return listener_workers.ListenerWorkers(tracker.observe, workers,
+                                                conf=conf)
     return lifecycle_events.LifecycleListener(tracker.observe,
                                               tracker.is_watched)
 
@@ -132,6 +141,9 @@ class Monitor(object):
         if signature != self._signature:
             self.tracker.load(list(self._policies.values()), self._targets)
             self._signature = signature
+            watch = getattr(self._listener, 'watch', None)
+            if watch is not None:
+                watch(self.tracker.servers(obs.LIFECYCLE_EVENTS))
 
     def _poll_if_due(self, now):
         due = [p for p in self._policies.values()
