@@ -73,14 +73,26 @@ def boot_servers(admin, servers, projects):
     return nova, booted
 
 
-def register(server_ids, policies, interval):
+def active_servers(adapter, count, timeout=120):
+    """Ids of ``count`` ACTIVE servers, once just-booted ones are ACTIVE."""
+    deadline = time.monotonic() + timeout
+    while True:
+        active = sorted(s for s, v in adapter.list_all().items()
+                        if v.status == 'ACTIVE')
+        if len(active) >= count or time.monotonic() > deadline:
+            return active[:count]
+        time.sleep(2)
+
+
+def register(server_ids, policies, interval,
+             modes=(obs.NODE_STATUS_POLLING,)):
     """Policies (and their targets) owned by the benchmark's engine id."""
     lease = timeutils.utcnow() + datetime.timedelta(days=1)
     spec = {'detection': {
         'interval': interval, 'node_update_timeout': 0,
         'recovery_conditional': 'ANY_FAILED',
-        'detection_modes': [{'type': obs.NODE_STATUS_POLLING,
-                             'options': {}}]}}
+        'detection_modes': [{'type': mode, 'options': {}}
+                            for mode in modes]}}
     ids = ['%s-%s' % (BENCH_ENGINE, uuid.uuid4().hex[:8])
            for _ in range(policies)]
     per_policy = -(-len(server_ids) // policies)
@@ -154,8 +166,7 @@ def main():
     start = time.perf_counter()
     nova, booted = boot_servers(admin, args.servers, args.projects)
     adapter = nova_adapter.NovaAdapter()
-    servers = sorted(s for s, v in adapter.list_all().items()
-                     if v.status == 'ACTIVE')[:args.servers]
+    servers = active_servers(adapter, args.servers)
     print('setup: %d ACTIVE servers watched (%d booted now), %.1f s'
           % (len(servers), booted, time.perf_counter() - start))
 

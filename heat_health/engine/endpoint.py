@@ -6,6 +6,7 @@ from heat.common import exception
 from oslo_config import cfg
 from oslo_log import log as logging
 import oslo_messaging
+from oslo_utils import timeutils
 
 from heat_health.engine import heat_locks
 from heat_health.engine import registry as registry_module
@@ -32,6 +33,14 @@ def expected_heat_errors(func):
         except exception.HeatException:
             raise oslo_messaging.ExpectedException()
     return wrapped
+
+
+def _past(deadline):
+    """Whether a caller's deadline (ISO 8601, UTC) has passed."""
+    if not deadline:
+        return False
+    return timeutils.utcnow() > timeutils.normalize_time(
+        timeutils.parse_isotime(deadline))
 
 
 def set_health(rsrc, mark_unhealthy, reason):
@@ -95,14 +104,29 @@ class HealthEndpoint(object):
         The answer is the confirmation heat-engine waits for: the owning
         engine's id and what it watches. A policy another live engine
         already owns stays with it (that engine is named in the answer).
+        A request past its ``deadline`` is answered ``expired``: heat-engine
+        has failed the resource by then, so a new policy is not kept.
         """
+        deadline = policy.get('deadline')
+        if _past(deadline):
+            LOG.warning('Dropped the registration of policy %(id)s: '
+                        'heat-engine stopped waiting for it at %(at)s',
+                        {'id': policy['id'], 'at': deadline})
+            return {'policy_id': policy['id'], 'expired': True}
         values = dict((key, policy[key]) for key in (
             'id', 'stack_id', 'resource_name', 'spec', 'enabled'))
         values.update(project_id=ctxt.project_id, user_id=ctxt.user_id)
+        existed = policy_object.Policy.get(values['id']) is not None
         policy_object.Policy.create_or_update(values)
         owned = self.registry.claim(policy_id=values['id'])
         record = owned[0] if owned else policy_object.Policy.get(values['id'])
         watched = self.registry.refresh_targets(record)
+        if _past(deadline) and not existed:
+            LOG.warning('Registered policy %(id)s after heat-engine stopped '
+                        'waiting (%(at)s): removed it again',
+                        {'id': record.id, 'at': deadline})
+            self.unregister_policy(ctxt, record.id)
+            return {'policy_id': record.id, 'expired': True}
         LOG.info('Registered policy %(id)s (%(res)s of stack %(stack)s): '
                  '%(n)d servers, owner %(owner)s',
                  {'id': record.id, 'res': record.resource_name,

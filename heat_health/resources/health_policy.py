@@ -446,7 +446,12 @@ class HealthPolicy(resource.Resource):
     def _spec(self):
         return {key: self.properties[key] for key in self.PROPERTIES}
 
-    def _register(self):
+    def _register(self, new=False):
+        """Register (again) with heat-health-engine, or fail.
+
+        :param new: the policy was never registered: if no engine confirms
+            in time, whatever a late engine may still store is removed.
+        """
         client = rpc_client.RegistryClient()
         policy = {'id': self.resource_id, 'stack_id': self.stack.id,
                   'resource_name': self.name, 'spec': self._spec(),
@@ -454,6 +459,10 @@ class HealthPolicy(resource.Resource):
         try:
             answer = client.register_policy(self.context, policy)
         except oslo_messaging.MessagingTimeout:
+            answer = {'expired': True}
+        if answer.get('expired'):
+            if new:
+                policy_object.Policy.delete(self.resource_id)
             raise exception.Error(
                 _('no heat-health-engine confirmed the registration of '
                   'policy %(id)s within %(t)s s: is heat-health-engine '
@@ -472,7 +481,7 @@ class HealthPolicy(resource.Resource):
 
     def handle_create(self):
         self.resource_id_set(str(uuid.uuid4()))
-        self._register()
+        self._register(new=True)
 
     def handle_update(self, json_snippet, tmpl_diff, prop_diff):
         if prop_diff:

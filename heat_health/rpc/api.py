@@ -1,7 +1,8 @@
 """Names shared by the RPC client and the heat-health-engine endpoint."""
 
 # 1.0 - mark_unhealthy
-# 1.1 - register_policy, unregister_policy, health_report
+# 1.1 - register_policy, unregister_policy, health_report; a policy to
+#       register may carry a deadline (ignored by engines that predate it)
 RPC_API_VERSION = '1.1'
 
 MARK_UNHEALTHY = 'mark_unhealthy'

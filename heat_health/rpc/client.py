@@ -5,8 +5,11 @@ request context of the API call reaches heat-health-engine intact and Heat's
 exceptions raised there come back as themselves.
 """
 
+import datetime
+
 from heat.common import messaging
 from oslo_config import cfg
+from oslo_utils import timeutils
 
 from heat_health.common import config  # noqa: F401  (registers options)
 from heat_health.rpc import api as rpc_api
@@ -64,8 +67,14 @@ class RegistryClient(_Client):
         """Store, claim and resolve a policy; answers {engine_id, ...}.
 
         :param policy: dict with id, stack_id, resource_name, spec, enabled.
+            The call adds ``deadline``: when this client stops waiting. An
+            engine that reaches the request later drops it, so a policy
+            whose resource failed is never watched.
         """
-        return self._call(ctxt, rpc_api.REGISTER_POLICY, policy=policy)
+        deadline = timeutils.utcnow() + datetime.timedelta(
+            seconds=self.timeout)
+        return self._call(ctxt, rpc_api.REGISTER_POLICY,
+                          policy=dict(policy, deadline=deadline.isoformat()))
 
     def unregister_policy(self, ctxt, policy_id):
         return self._call(ctxt, rpc_api.UNREGISTER_POLICY,

@@ -224,6 +224,26 @@ resources:
                       stack.status_reason)
         self.assertIn('is heat-health-engine running?', stack.status_reason)
 
+    def test_registration_stored_too_late_is_removed(self):
+        def late(ctxt, policy):
+            # An engine that stored the policy as the caller gave up.
+            self._register(ctxt, policy)
+            raise oslo_messaging.MessagingTimeout()
+        self.client.register_policy.side_effect = late
+        stack = self._create()
+        self.assertEqual((stack.CREATE, stack.FAILED), stack.state)
+        self.assertIsNone(policy_object.Policy.get(
+            stack['policy'].resource_id))
+
+    def test_registration_answered_expired_fails(self):
+        self.client.register_policy.side_effect = (
+            lambda ctxt, policy: {'policy_id': policy['id'],
+                                  'expired': True})
+        stack = self._create()
+        self.assertEqual((stack.CREATE, stack.FAILED), stack.state)
+        self.assertIn('no heat-health-engine confirmed the registration',
+                      stack.status_reason)
+
     def test_update_enabled_registers_again(self):
         stack = self._create()
         tmpl = template_format.parse(self.TMPL)

@@ -12,6 +12,7 @@ from heat.tests import utils
 from oslo_utils import timeutils
 
 from heat_health.db import api as db_api
+from heat_health.engine import endpoint
 from heat_health.engine import registry
 from heat_health.engine import targets
 from heat_health.objects import policy as policy_object
@@ -195,3 +196,68 @@ class TargetResolutionTestCase(base.HeatHealthTestCase):
         result = self.registry.refresh_all(policies)
         self.assertEqual({'p%d' % n: 2 for n in range(5)},
                          {k: len(v) for k, v in result.items()})
+
+
+class RegistrationDeadlineTestCase(TargetResolutionTestCase):
+    """register_policy as heat-engine calls it, with its deadline."""
+
+    def setUp(self):
+        super(RegistrationDeadlineTestCase, self).setUp()
+        self.endpoint = endpoint.HealthEndpoint('engine-1', self.registry)
+
+    def _request(self, deadline, policy_id='p1'):
+        return {'id': policy_id, 'stack_id': self.stack.id,
+                'resource_name': 'policy', 'enabled': True,
+                'spec': {'targets': ['web']},
+                'deadline': deadline.isoformat()}
+
+    def test_registration_in_time_is_confirmed(self):
+        answer = self.endpoint.register_policy(
+            self.ctx, self._request(timeutils.utcnow() +
+                                    datetime.timedelta(seconds=10)))
+        self.assertEqual('engine-1', answer['engine_id'])
+        self.assertEqual(['web'], answer['targets'])
+        self.assertIsNotNone(policy_object.Policy.get('p1'))
+
+    def test_registration_past_its_deadline_stores_nothing(self):
+        answer = self.endpoint.register_policy(
+            self.ctx, self._request(timeutils.utcnow() -
+                                    datetime.timedelta(seconds=1)))
+        self.assertEqual({'policy_id': 'p1', 'expired': True}, answer)
+        self.assertIsNone(policy_object.Policy.get('p1'))
+
+    def test_new_policy_stored_as_the_deadline_passed_is_removed(self):
+        deadline = timeutils.utcnow() + datetime.timedelta(seconds=5)
+        late = deadline + datetime.timedelta(seconds=1)
+        resolve = self.registry.refresh_targets
+
+        def slow_resolution(policy):
+            found = resolve(policy)
+            self.useFixture(fixtures.MockPatchObject(
+                timeutils, 'utcnow', return_value=late))
+            return found
+        self.useFixture(fixtures.MockPatchObject(
+            self.registry, 'refresh_targets', side_effect=slow_resolution))
+        answer = self.endpoint.register_policy(self.ctx,
+                                               self._request(deadline))
+        self.assertTrue(answer['expired'])
+        self.assertIsNone(policy_object.Policy.get('p1'))
+        self.assertEqual([], self.registry.claim())
+
+    def test_update_stored_as_the_deadline_passed_is_kept(self):
+        _policy('p1', self.stack.id, ['web'])
+        deadline = timeutils.utcnow() + datetime.timedelta(seconds=5)
+        late = deadline + datetime.timedelta(seconds=1)
+        resolve = self.registry.refresh_targets
+
+        def slow_resolution(policy):
+            found = resolve(policy)
+            self.useFixture(fixtures.MockPatchObject(
+                timeutils, 'utcnow', return_value=late))
+            return found
+        self.useFixture(fixtures.MockPatchObject(
+            self.registry, 'refresh_targets', side_effect=slow_resolution))
+        answer = self.endpoint.register_policy(self.ctx,
+                                               self._request(deadline))
+        self.assertNotIn('expired', answer)
+        self.assertIsNotNone(policy_object.Policy.get('p1'))

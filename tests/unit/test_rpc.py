@@ -5,6 +5,7 @@ import contextlib
 from heat.common import exception
 from heat.common import service_utils
 from heat.tests import utils
+from oslo_config import cfg
 
 from heat_health.engine import service
 from heat_health.objects import marking as marking_object
@@ -30,6 +31,8 @@ class TestHealthRPC(base.HeatHealthTestCase):
         self.calls = []
         self.lock_error = None
         self.patchobject(service.resources, 'initialise')
+        # Notifications on the test transport reach this process only.
+        cfg.CONF.set_override('notification_workers', 0, 'heat_health')
         self.patchobject(service.endpoint.resource_locator, 'find_resource',
                          side_effect=self._find)
         self.patchobject(service.endpoint.heat_locks, 'locked',

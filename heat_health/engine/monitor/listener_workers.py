@@ -41,10 +41,15 @@ MAX_RESTART_DELAY = 30
 def config_args(conf=cfg.CONF):
     """The command-line arguments that make a worker read our config."""
     args = []
-    for path in conf.config_file or ():
-        args += ['--config-file', path]
-    for path in conf.config_dir or ():
-        args += ['--config-dir', path]
+    for option, flag in (('config_file', '--config-file'),
+                         ('config_dir', '--config-dir')):
+        try:
+            paths = getattr(conf, option) or ()
+        except cfg.NoSuchOptError:
+            # The configuration was not read from a command line.
+            paths = ()
+        for path in paths:
+            args += [flag, path]
     return args
 
 
