@@ -25,8 +25,9 @@ from heat_health.common import config  # noqa: F401  (registers options)
 
 NOVA_API_VERSION = '2.1'
 
-Server = collections.namedtuple('Server', ['status', 'addresses'])
-"""A server as listed: its status and its IP addresses (all networks)."""
+Server = collections.namedtuple('Server', ['status', 'addresses', 'name'],
+                                defaults=(None,))
+"""A server as listed: its status, IP addresses (all networks) and name."""
 
 
 class NovaUnavailable(Exception):
@@ -52,7 +53,8 @@ def _ips(addresses):
 
 
 def _servers(body):
-    return {s['id']: Server(s.get('status'), _ips(s.get('addresses')))
+    return {s['id']: Server(s.get('status'), _ips(s.get('addresses')),
+                            s.get('name'))
             for s in body.get('servers', ())}
 
 

@@ -161,6 +161,20 @@ def target_get_all(policy_ids):
 _LOCATION = ('stack_id', 'resource_name', 'path', 'addresses')
 
 
+def target_details_update(details):
+    """Store server names and addresses learnt from Nova, in one go.
+
+    :param details: {target id: (server_name, [address, ...])}.
+    """
+    if not details:
+        return
+    with _facade.writer.using(_Session()) as session:
+        for target_id, (name, addresses) in details.items():
+            session.query(models.Target).filter_by(id=target_id).update(
+                {'server_name': name, 'addresses': list(addresses)},
+                synchronize_session=False)
+
+
 def target_sync(policy_id, resolved, grace_seconds):
     """Make the policy's target rows match ``resolved``.
 

@@ -86,6 +86,8 @@ class Target(BASE):
     resource_name = sa.Column(sa.String(255), nullable=False)
     path = sa.Column(sa.String(1024), nullable=False)
     addresses = sa.Column(db_types.JsonEncodedList)
+    # The server's name in Nova (a poll URL's {name}), as last listed.
+    server_name = sa.Column(sa.String(255))
     state = sa.Column(sa.String(16), nullable=False)
     state_reason = sa.Column(sa.String(255))
     state_since = sa.Column(sa.DateTime, nullable=False,

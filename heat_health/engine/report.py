@@ -19,6 +19,7 @@ def _time(value):
 
 def _target(target):
     return {'server_id': target.server_id,
+            'server_name': target.server_name,
             'resource_name': target.resource_name,
             'path': target.path,
             'state': target.state,

@@ -10,7 +10,8 @@ from heat_health.db import api as db_api
 class Target(base.VersionedObject, base.VersionedObjectDictCompat):
     OBJ_PROJECT_NAMESPACE = 'heat_health'
     # Version 1.0: Initial version
-    VERSION = '1.0'
+    # Version 1.1: server_name
+    VERSION = '1.1'
 
     fields = {
         'id': fields.IntegerField(),
@@ -20,6 +21,7 @@ class Target(base.VersionedObject, base.VersionedObjectDictCompat):
         'resource_name': fields.StringField(),
         'path': fields.StringField(),
         'addresses': fields.ListOfStringsField(nullable=True),
+        'server_name': fields.StringField(nullable=True),
         'state': fields.StringField(),
         'state_reason': fields.StringField(nullable=True),
         'state_since': fields.DateTimeField(),
@@ -48,6 +50,11 @@ class Target(base.VersionedObject, base.VersionedObjectDictCompat):
     @classmethod
     def get_all(cls, policy_id):
         return cls.get_all_by_policies([policy_id])[policy_id]
+
+    @classmethod
+    def record_details(cls, details):
+        """Store what Nova listed: {target id: (server_name, addresses)}."""
+        return db_api.target_details_update(details)
 
     @classmethod
     def sync(cls, policy_id, resolved, grace_seconds):

@@ -532,6 +532,7 @@ class HealthPolicy(resource.Resource):
         if name == self.MEMBERS_ATTR:
             return [{
                 'server_id': t.server_id,
+                'server_name': t.server_name,
                 'path': t.path,
                 'stack_id': t.stack_id,
                 'resource_name': t.resource_name,

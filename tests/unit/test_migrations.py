@@ -12,7 +12,7 @@ class TestMigrations(base.HeatHealthTestCase):
 
     def test_history_matches_models(self):
         self.setup_health_db()
-        self.assertEqual('0002', migration.db_version())
+        self.assertEqual('0003', migration.db_version())
         inspector = sa.inspect(db_api.get_engine())
         for table in models.BASE.metadata.sorted_tables:
             columns = {c['name'] for c in inspector.get_columns(table.name)}
@@ -22,4 +22,4 @@ class TestMigrations(base.HeatHealthTestCase):
     def test_db_sync_twice_is_harmless(self):
         self.setup_health_db()
         migration.db_sync()
-        self.assertEqual('0002', migration.db_version())
+        self.assertEqual('0003', migration.db_version())

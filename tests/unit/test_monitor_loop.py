@@ -85,7 +85,8 @@ class TestMonitor(base.HeatHealthTestCase):
             [_policy('pa'), _policy('pb', interval=20)],
             {'pa': ['s1', 's2'], 'pb': ['s2', 's3']})
         self.nova = fakes.FakeNova(
-            {s: nova_adapter.Server('ACTIVE', ['10.0.0.%s' % s[1]])
+            {s: nova_adapter.Server('ACTIVE', ['10.0.0.%s' % s[1]],
+                                    'vm-%s' % s)
              for s in ('s1', 's2', 's3')})
         self.urls = FakeUrlChecker()
         self.monitor = monitor.Monitor(
@@ -159,3 +160,27 @@ class TestMonitor(base.HeatHealthTestCase):
         self.time += 5
         self.monitor.tick()
         self.assertEqual(4, len(self.urls.submitted))
+
+    def test_poll_urls_name_the_server_as_nova_does_and_it_is_kept(self):
+        self.registry.policies = [_policy('pu', modes=(
+            'NODE_STATUS_POLL_URL',))]
+        self.registry.servers['pu'] = ['s1']
+        self.monitor.tick()
+        target, _options = self.urls.submitted[0]
+        self.assertEqual('vm-s1', target.name)
+        with db_api._facade.reader.using(db_api._Session()) as session:
+            row = session.query(models.Target).filter_by(
+                policy_id='pu').one()
+            self.assertEqual(('vm-s1', ['10.0.0.1']),
+                             (row.server_name, row.addresses))
+        # A new engine knows them before it lists Nova (down here).
+        self.nova.error = 'Nova is down'
+        fresh = monitor.Monitor(
+            'engine-2', 'host-1', registry=self.registry, adapter=self.nova,
+            listener_factory=None, url_checker_factory=lambda t: self.urls,
+            clock=lambda: self.time)
+        fresh.tracker._notifier = self.monitor.tracker._notifier
+        fresh.tick()
+        target, _options = self.urls.submitted[-1]
+        self.assertEqual(('vm-s1', ['10.0.0.1']),
+                         (target.name, list(target.addresses)))

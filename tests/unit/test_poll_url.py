@@ -182,6 +182,18 @@ def test_template_expands_only_its_variables():
         'http://10.0.0.5/{host}{id.__class__}')
 
 
+@pytest.mark.parametrize('template,missing', [
+    ('http://127.0.0.1:9/{name}', "server's name is not known"),
+    ('http://{ip}:9/health', 'no known IP address'),
+])
+def test_unknown_variables_are_not_guessed(checker, template, missing):
+    """Before Nova has listed a server: no check, no verdict either way."""
+    found = checker.check(poll_url.Target(SERVER, None, []),
+                          _options(template))
+    assert found.verdict == obs.UNKNOWN
+    assert missing in found.reason
+
+
 def test_template_against_the_server(web, checker):
     template = web + '/{id}/{name}/health'
     assert checker.check(TARGET, _options(template)).verdict == obs.HEALTHY

@@ -22,6 +22,7 @@ from heat_health.engine.monitor import nova_status
 from heat_health.engine.monitor import observation as obs
 from heat_health.engine.monitor import poll_url
 from heat_health.engine.monitor import tracker as tracker_mod
+from heat_health.objects import target as target_object
 
 LOG = logging.getLogger(__name__)
 
@@ -76,6 +77,7 @@ class Monitor(object):
         self._next_refresh = {}  # policy id -> clock time
         self._next_poll = {}     # policy id -> clock time
         self._next_url_check = {}  # policy id -> clock time
+        self._learnt = {}        # target id -> (server name, addresses)
         self._signature = None
         self._stopping = threading.Event()
         self._thread = None
@@ -166,12 +168,35 @@ class Monitor(object):
                 continue
             self._next_url_check[policy.id] = now + _interval(policy)
             for target in self._targets.get(policy.id, ()):
-                # {name} in a poll URL is the server's resource name.
-                addresses = (self.poller.addresses.get(target.server_id) or
-                             list(target.addresses or ()))
+                self._learn(target)
                 self._url_checker.submit(poll_url.Target(
-                    target.server_id, target.resource_name, addresses),
-                    options)
+                    target.server_id, target.server_name,
+                    list(target.addresses or ())), options)
+        self._store_learnt()
+
+    def _learn(self, target):
+        """Take the name and addresses Nova last listed for the server.
+
+        Changes are stored (by ``_store_learnt``), so that an engine that
+        starts again can check poll URLs before it has listed anything.
+        """
+        listed = self.poller.listed.get(target.server_id)
+        if listed is None:
+            return
+        addresses = list(listed.addresses or ())
+        if (listed.name, addresses) != (target.server_name,
+                                        list(target.addresses or ())):
+            target.server_name = listed.name
+            target.addresses = addresses
+            self._learnt[target.id] = (listed.name, addresses)
+
+    def _store_learnt(self):
+        learnt, self._learnt = self._learnt, {}
+        try:
+            target_object.Target.record_details(learnt)
+        except Exception:
+            LOG.exception('Could not store the names and addresses of %d '
+                          'servers', len(learnt))
 
     def _in_progress(self, policy_id):
         """Fresh from Heat: asked before a target is declared failed."""

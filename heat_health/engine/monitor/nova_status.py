@@ -71,9 +71,9 @@ class StatusPoller(object):
         # What each server was last reported as: a listing repeats what is
         # already known for nearly every server, and only news is passed on.
         self._reported = {}
-        # The IP addresses of each watched server as Nova lists them: poll
-        # URLs may only name a server's own addresses.
-        self.addresses = {}
+        # Each watched server as Nova last listed it: poll URLs name its
+        # name and may only name its own addresses.
+        self.listed = {}
 
     def poll(self):
         """One poll cycle; returns the number of observations made."""
@@ -115,7 +115,7 @@ class StatusPoller(object):
         reported = self._reported
         for server_id in watched.intersection(servers):
             server = servers[server_id]
-            self.addresses[server_id] = server.addresses
+            self.listed[server_id] = server
             status = server.status
             if reported.get(server_id) == status:
                 continue

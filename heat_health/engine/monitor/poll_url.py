@@ -252,6 +252,12 @@ class PollUrlChecker(object):
             reason = 'no poll_url'
         elif not options.get(HEALTHY_RESPONSE):
             reason = 'no poll_url_healthy_response'
+        elif '{name}' in template and not target.name:
+            reason = ('the server\'s name is not known yet (Nova has not '
+                      'listed it)')
+        elif '{ip}' in template and not target.addresses:
+            reason = ('the server has no known IP address (Nova has not '
+                      'listed one)')
         else:
             url = expand(template, target)
             reason = refusal(url, target, self._allowed)
