@@ -12,7 +12,8 @@ and receives their observations; a worker that dies is started again.
 Both directions are JSON lines: on the worker's stdin, ``{"watch": [ids]}``
 (the whole set, each time it changes); on its stdout, ``{"o": [server_id,
 verdict, reason, source, observed_at]}`` and ``{"handled": n}`` (how many
-notifications it has handled so far). EOF on stdin stops the worker, so a
+notifications it has handled so far). A worker takes nothing off the queue
+before its first watch set has arrived, and EOF on stdin stops it, so a
 worker never outlives its engine.
 """
 
@@ -82,13 +83,17 @@ class _Worker(object):
     def start(self):
         self._thread.start()
 
-    def send(self, line):
+    def tell(self):
+        """Send the servers watched now to the process.
+
+        Read under the send lock, so the last set sent is the latest.
+        """
         with self._send_lock:
             proc = self._proc
             if proc is None or proc.poll() is not None:
                 return
             try:
-                proc.stdin.write(line + '\n')
+                proc.stdin.write(self._owner.watch_line() + '\n')
                 proc.stdin.flush()
             except (BrokenPipeError, ValueError, OSError):
                 # It died: its reader starts it again and sends the set.
@@ -138,7 +143,7 @@ class _Worker(object):
                 text=True, bufsize=1, close_fds=True)
         LOG.info('Nova notification listener worker %(n)d started, pid '
                  '%(pid)d', {'n': self.number, 'pid': self._proc.pid})
-        self.send(self._owner.watch_line())
+        self.tell()
         return self._proc
 
     def _receive(self, line):
@@ -189,9 +194,8 @@ class ListenerWorkers(object):
     def watch(self, server_ids):
         with self._lock:
             self._watched = sorted(server_ids)
-        line = self.watch_line()
         for worker in self._workers:
-            worker.send(line)
+            worker.tell()
 
     def start(self):
         for worker in self._workers:
@@ -222,6 +226,17 @@ def worker_main(argv):
     def observe(observation):
         write(_encode(observation))
 
+    def take(line):
+        message = json.loads(line)
+        if 'watch' in message:
+            watched[0] = frozenset(message['watch'])
+
+    # The engine sends what is watched first: nothing is taken off the
+    # queue before that is known.
+    first = sys.stdin.readline()
+    if not first:
+        return
+    take(first)
     listener = lifecycle_events.LifecycleListener(
         observe, lambda server_id: server_id in watched[0])
     listener.start()
@@ -238,9 +253,7 @@ def worker_main(argv):
     reporter.start()
     try:
         for line in sys.stdin:
-            message = json.loads(line)
-            if 'watch' in message:
-                watched[0] = frozenset(message['watch'])
+            take(line)
     finally:
         # EOF: the engine is stopping, or gone.
         listener.stop()
