@@ -86,6 +86,14 @@ detector_opts = [
                      '127.0.0.1 where servers\' health endpoints are '
                      'served locally. Any other host is refused: the '
                      'engine does not probe arbitrary hosts.'),
+    cfg.ListOpt('poll_url_allowed_networks',
+                default=[],
+                help='If set, networks (CIDR) every poll URL host must be '
+                     'an IP address of, whatever else allows it: e.g. the '
+                     'ranges of tenant networks, so that the engine never '
+                     'probes the control plane\'s own networks, or '
+                     '127.0.0.0/8 in a test deployment whose servers\' '
+                     'addresses are made up. Host names are then refused.'),
 ]
 
 heat_health_opts.extend(detector_opts)

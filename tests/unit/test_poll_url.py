@@ -1,6 +1,7 @@
 """Poll URL checks against an HTTP server of the test's own on 127.0.0.1."""
 
 from http import server as http_server
+import ipaddress
 import socket
 import threading
 import time
@@ -164,6 +165,34 @@ def test_servers_own_addresses_are_allowed():
     assert poll_url.refusal('https://10.0.0.5/h', TARGET, []) is None
     assert poll_url.refusal('http://localhost/h', TARGET,
                             ['LocalHost']) is None
+
+
+def test_allowed_networks_bound_every_host():
+    loopback = [ipaddress.ip_network('127.0.0.0/8')]
+    # The server's own address no longer suffices, nor an allowed name.
+    assert 'poll_url_allowed_networks' in poll_url.refusal(
+        'http://10.0.0.5:8080/h', TARGET, [], loopback)
+    assert 'poll_url_allowed_networks' in poll_url.refusal(
+        'http://localhost/h', TARGET, ['localhost'], loopback)
+    assert poll_url.refusal('http://127.0.0.1:8775/h', TARGET,
+                            ['127.0.0.1'], loopback) is None
+    # Within the networks, the other rules still hold.
+    assert poll_url.refusal('http://127.0.0.2/h', TARGET,
+                            ['127.0.0.1'], loopback) is not None
+    assert poll_url.refusal('http://10.0.0.5/h', TARGET, [],
+                            [ipaddress.ip_network('10.0.0.0/16')]) is None
+
+
+def test_checker_reads_allowed_networks_and_refuses(web):
+    checker = poll_url.PollUrlChecker(lambda o: None, max_workers=1,
+                                      allowed_hosts=['10.0.0.5'],
+                                      allowed_networks=['192.0.2.0/24'])
+    try:
+        found = checker.check(TARGET, _options('http://{ip}/health'))
+    finally:
+        checker.stop()
+    assert found.verdict == obs.UNKNOWN
+    assert 'poll_url_allowed_networks' in found.reason
 
 
 def test_empty_healthy_pattern_is_refused(web, checker):

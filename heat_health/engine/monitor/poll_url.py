@@ -81,8 +81,12 @@ def expand(template, target):
     return _VARIABLE.sub(lambda m: values[m.group(1)], template)
 
 
-def refusal(url, target, allowed_hosts):
-    """Why url must not be fetched for target, or None if it may be."""
+def refusal(url, target, allowed_hosts, allowed_networks=()):
+    """Why url must not be fetched for target, or None if it may be.
+
+    :param allowed_networks: ip_network objects; if any, the host must be
+        an address in one of them as well.
+    """
     parts = parse.urlsplit(url)
     if parts.scheme not in ('http', 'https'):
         return 'poll URL %s is not http or https' % url
@@ -90,6 +94,11 @@ def refusal(url, target, allowed_hosts):
     if not host:
         return 'poll URL %s names no host' % url
     wanted = _ip(host)
+    if allowed_networks and not (
+            wanted is not None and
+            any(wanted in network for network in allowed_networks)):
+        return ('poll URL host %s is not in [heat_health] '
+                'poll_url_allowed_networks' % host)
     for allowed in list(target.addresses or []) + list(allowed_hosts):
         if wanted is not None and _ip(allowed) == wanted:
             return None
@@ -120,15 +129,20 @@ class PollUrlChecker(object):
         ``[heat_health] poll_url_max_workers`` when not given.
     :param allowed_hosts: hosts allowed besides the server's addresses;
         ``[heat_health] poll_url_allowed_hosts`` when not given.
+    :param allowed_networks: CIDRs every host must be in (none: no such
+        limit); ``[heat_health] poll_url_allowed_networks`` when not given.
     """
 
     def __init__(self, observe, max_workers=None, allowed_hosts=None,
-                 conf=cfg.CONF):
+                 allowed_networks=None, conf=cfg.CONF):
         group = conf[config.GROUP]
         self._observe = observe
         self._max_workers = max_workers or group.poll_url_max_workers
         self._allowed = list(group.poll_url_allowed_hosts
                              if allowed_hosts is None else allowed_hosts)
+        self._networks = [ipaddress.ip_network(n, strict=False) for n in (
+            group.poll_url_allowed_networks if allowed_networks is None
+            else allowed_networks)]
         self._executor = futures.ThreadPoolExecutor(
             self._max_workers, thread_name_prefix='poll-url')
         self._session = requests.Session()
@@ -260,7 +274,7 @@ class PollUrlChecker(object):
                       'listed one)')
         else:
             url = expand(template, target)
-            reason = refusal(url, target, self._allowed)
+            reason = refusal(url, target, self._allowed, self._networks)
         if reason is None:
             return url, None
         LOG.warning('Poll URL check of server %(id)s refused: %(reason)s',
