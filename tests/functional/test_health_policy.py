@@ -1,8 +1,10 @@
 """OS::Heat::HealthPolicy through Heat, as the demo user."""
 
 import os
+import pathlib
 import signal
 import subprocess
+import sys
 import time
 
 from tests.functional import cloud
@@ -127,3 +129,52 @@ def test_autoscaling_group_members_followed_through_scale_out(
     others = [m for sid, m in members.items() if sid != added]
     assert all(_member(demo, name, m['server_id'])['state'] == 'HEALTHY'
                for m in others)
+
+
+def _engine_pid():
+    return int((cloud.STATE_DIR / 'run' / 'heat-health-engine.pid')
+               .read_text().split()[0])
+
+
+def test_second_engine_never_shares_and_takes_a_dead_ones_policy(
+        admin, demo, stacks, tmp_path):
+    name = stacks('policy', 'policy.yaml')['stack_name']
+    first = _all_healthy(demo, name)['status']['engine_id']
+    log = tmp_path / 'second-engine.log'
+    second = subprocess.Popen(
+        [str(pathlib.Path(sys.executable).parent / 'heat-health-engine'),
+         '--config-file', str(cloud.STATE_DIR / 'etc' / 'heat.conf'),
+         '--log-file', str(log)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        demo.wait_for(lambda: log.exists() and 'serving topic' in
+                      log.read_text(), 'the second engine to serve',
+                      timeout=60)
+        # A live owner keeps its policy: the second engine renews nothing
+        # of it through more than one of its lease rounds.
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            assert _policy(demo, name)['status']['engine_id'] == first
+            time.sleep(1)
+
+        os.killpg(_engine_pid(), signal.SIGKILL)
+        killed = time.monotonic()
+        status = demo.wait_for(
+            lambda: (lambda s: s if s['engine_id'] not in (None, first)
+                     else None)(_policy(demo, name)['status']),
+            'the second engine to own the policy', timeout=60)
+        # Within twice the lease (2 x 30 s), as the option promises.
+        assert time.monotonic() - killed < 60
+        assert 'now watched by engine %s' % status['engine_id'] in (
+            log.read_text())
+
+        web = demo.resource(name, 'web')['physical_resource_id']
+        assert admin.inject_fault(web, 'power_off').status_code == 200
+        demo.wait_for(
+            lambda: _member(demo, name, web)['state'] == 'UNHEALTHY',
+            'the second engine to see the stopped server', timeout=30)
+    finally:
+        os.killpg(second.pid, signal.SIGKILL)
+        second.wait()
+        _localcloud('up')
