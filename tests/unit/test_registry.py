@@ -226,18 +226,23 @@ class RegistrationDeadlineTestCase(TargetResolutionTestCase):
         self.assertEqual({'policy_id': 'p1', 'expired': True}, answer)
         self.assertIsNone(policy_object.Policy.get('p1'))
 
-    def test_new_policy_stored_as_the_deadline_passed_is_removed(self):
+    def _deadline_passes_during_resolution(self):
+        """A deadline that passes while the targets are being resolved."""
         deadline = timeutils.utcnow() + datetime.timedelta(seconds=5)
-        late = deadline + datetime.timedelta(seconds=1)
         resolve = self.registry.refresh_targets
 
         def slow_resolution(policy):
             found = resolve(policy)
             self.useFixture(fixtures.MockPatchObject(
-                timeutils, 'utcnow', return_value=late))
+                timeutils, 'utcnow',
+                return_value=deadline + datetime.timedelta(seconds=1)))
             return found
         self.useFixture(fixtures.MockPatchObject(
             self.registry, 'refresh_targets', side_effect=slow_resolution))
+        return deadline
+
+    def test_new_policy_stored_as_the_deadline_passed_is_removed(self):
+        deadline = self._deadline_passes_during_resolution()
         answer = self.endpoint.register_policy(self.ctx,
                                                self._request(deadline))
         self.assertTrue(answer['expired'])
@@ -246,17 +251,7 @@ class RegistrationDeadlineTestCase(TargetResolutionTestCase):
 
     def test_update_stored_as_the_deadline_passed_is_kept(self):
         _policy('p1', self.stack.id, ['web'])
-        deadline = timeutils.utcnow() + datetime.timedelta(seconds=5)
-        late = deadline + datetime.timedelta(seconds=1)
-        resolve = self.registry.refresh_targets
-
-        def slow_resolution(policy):
-            found = resolve(policy)
-            self.useFixture(fixtures.MockPatchObject(
-                timeutils, 'utcnow', return_value=late))
-            return found
-        self.useFixture(fixtures.MockPatchObject(
-            self.registry, 'refresh_targets', side_effect=slow_resolution))
+        deadline = self._deadline_passes_during_resolution()
         answer = self.endpoint.register_policy(self.ctx,
                                                self._request(deadline))
         self.assertNotIn('expired', answer)
