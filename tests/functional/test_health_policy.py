@@ -178,3 +178,17 @@ def test_second_engine_never_shares_and_takes_a_dead_ones_policy(
         os.killpg(second.pid, signal.SIGKILL)
         second.wait()
         _localcloud('up')
+
+
+def test_every_example_creates_and_its_policies_are_watched(demo, stacks):
+    examples = sorted((cloud.REPO / 'examples').glob('*.yaml'))
+    assert len(examples) >= 3, examples
+    for path in examples:
+        name = stacks('example', str(path))['stack_name']
+        policies = [r['resource_name'] for r in demo.json(
+            'stack', 'resource', 'list', name)
+            if r['resource_type'] == 'OS::Heat::HealthPolicy']
+        for policy in policies:
+            status = demo.resource(name, policy)['attributes']['status']
+            assert status['engine_id'], (path.name, status)
+            assert status['targets'] >= 1, (path.name, status)
