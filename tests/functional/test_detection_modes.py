@@ -6,6 +6,7 @@ import pathlib
 import signal
 
 from tests.functional import cloud
+from tests.functional import engines
 
 EVENTS = [{'type': 'LIFECYCLE_EVENTS'}]
 POLL_URL = [{'type': 'NODE_STATUS_POLL_URL', 'options': {
@@ -69,8 +70,7 @@ def test_poll_url_alone_sees_a_hang_nova_cannot(admin, demo, demo_nova,
 
 def _listener_workers():
     """Pids of the running engine's notification listener workers."""
-    engine = int((cloud.STATE_DIR / 'run' / 'heat-health-engine.pid')
-                 .read_text().split()[0])
+    engine = engines.deployment_engine_pid()
     found = []
     for stat in pathlib.Path('/proc').glob('[0-9]*/cmdline'):
         try:
@@ -113,3 +113,28 @@ def test_listener_workers_killed_are_replaced_and_events_still_seen(
                               'power_off').status_code == 200
     member = _wait_member(demo, name, 'workers/0', 'UNHEALTHY', timeout=30)
     assert member['source'] == 'LIFECYCLE_EVENTS', member
+
+
+def test_polling_backstop_sees_failures_with_the_listener_off(
+        admin, demo, stacks, tmp_path):
+    """Both modes, but the engine listens to no notification topic."""
+    engines.localcloud('stop', 'heat-health-engine')
+    try:
+        with engines.own_engine(demo, tmp_path, '[heat_health]\n'
+                                'nova_versioned_topic =\n'
+                                'nova_legacy_topic =\n') as log:
+            name, servers = _watched(
+                demo, stacks, EVENTS + [{'type': 'NODE_STATUS_POLLING'}], 2)
+            assert 'LIFECYCLE_EVENTS sees nothing' in log.read_text()
+            faults = {'workers/0': ('vanish', ('DELETED', "Not in Nova")),
+                      'workers/1': ('crash_to_error', ('ERROR',))}
+            for path, (fault, _reasons) in faults.items():
+                assert admin.inject_fault(servers[path],
+                                          fault).status_code == 200
+            for path, (fault, reasons) in faults.items():
+                member = _wait_member(demo, name, path, 'UNHEALTHY',
+                                      timeout=30)
+                assert member['source'] == 'NODE_STATUS_POLLING', member
+                assert any(r in member['reason'] for r in reasons), member
+    finally:
+        engines.localcloud('up')

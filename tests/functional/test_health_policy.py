@@ -1,21 +1,11 @@
 """OS::Heat::HealthPolicy through Heat, as the demo user."""
 
 import os
-import pathlib
 import signal
-import subprocess
-import sys
 import time
 
 from tests.functional import cloud
-
-
-def _localcloud(*args):
-    result = subprocess.run([str(cloud.REPO / 'tools' / 'localcloud')] +
-                            list(args), capture_output=True, text=True,
-                            stdin=subprocess.DEVNULL, timeout=600)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return result.stdout
+from tests.functional import engines
 
 
 def _policy(demo, stack_name):
@@ -63,7 +53,7 @@ def test_invalid_policy_is_rejected_naming_the_property(demo):
 
 def test_create_fails_clearly_without_an_engine(demo):
     name = 'orphan-policy-%d' % time.time()
-    _localcloud('stop', 'heat-health-engine')
+    engines.localcloud('stop', 'heat-health-engine')
     try:
         demo.run('stack', 'create', '--wait', '-t',
                  str(cloud.TEMPLATES / 'policy.yaml'), name, check=False)
@@ -72,19 +62,18 @@ def test_create_fails_clearly_without_an_engine(demo):
         assert 'no heat-health-engine confirmed' in (
             stack['stack_status_reason']), stack['stack_status_reason']
     finally:
-        _localcloud('up')
+        engines.localcloud('up')
         demo.delete_stack(name)
 
 
 def test_engine_killed_and_restarted_resumes_watching(admin, demo, stacks):
     name = stacks('policy', 'policy.yaml')['stack_name']
     old_engine = _all_healthy(demo, name)['status']['engine_id']
-    pid = int((cloud.STATE_DIR / 'run' / 'heat-health-engine.pid')
-              .read_text().split()[0])
+    pid = engines.deployment_engine_pid()
     os.killpg(pid, signal.SIGKILL)
     demo.wait_for(lambda: not os.path.exists('/proc/%d' % pid),
                   'the killed engine to be gone', timeout=10, interval=0.1)
-    _localcloud('up')
+    engines.localcloud('up')
     status = demo.wait_for(
         lambda: (lambda s: s if s['engine_id'] not in (None, old_engine)
                  else None)(_policy(demo, name)['status']),
@@ -131,53 +120,37 @@ def test_autoscaling_group_members_followed_through_scale_out(
                for m in others)
 
 
-def _engine_pid():
-    return int((cloud.STATE_DIR / 'run' / 'heat-health-engine.pid')
-               .read_text().split()[0])
-
-
 def test_second_engine_never_shares_and_takes_a_dead_ones_policy(
         admin, demo, stacks, tmp_path):
     name = stacks('policy', 'policy.yaml')['stack_name']
     first = _all_healthy(demo, name)['status']['engine_id']
-    log = tmp_path / 'second-engine.log'
-    second = subprocess.Popen(
-        [str(pathlib.Path(sys.executable).parent / 'heat-health-engine'),
-         '--config-file', str(cloud.STATE_DIR / 'etc' / 'heat.conf'),
-         '--log-file', str(log)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        demo.wait_for(lambda: log.exists() and 'serving topic' in
-                      log.read_text(), 'the second engine to serve',
-                      timeout=60)
-        # A live owner keeps its policy: the second engine renews nothing
-        # of it through more than one of its lease rounds.
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            assert _policy(demo, name)['status']['engine_id'] == first
-            time.sleep(1)
+        with engines.own_engine(demo, tmp_path) as log:
+            # A live owner keeps its policy: the second engine renews
+            # nothing of it through more than one of its lease rounds.
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                assert _policy(demo, name)['status']['engine_id'] == first
+                time.sleep(1)
 
-        os.killpg(_engine_pid(), signal.SIGKILL)
-        killed = time.monotonic()
-        status = demo.wait_for(
-            lambda: (lambda s: s if s['engine_id'] not in (None, first)
-                     else None)(_policy(demo, name)['status']),
-            'the second engine to own the policy', timeout=60)
-        # Within twice the lease (2 x 30 s), as the option promises.
-        assert time.monotonic() - killed < 60
-        assert 'now watched by engine %s' % status['engine_id'] in (
-            log.read_text())
+            os.killpg(engines.deployment_engine_pid(), signal.SIGKILL)
+            killed = time.monotonic()
+            status = demo.wait_for(
+                lambda: (lambda s: s if s['engine_id'] not in (None, first)
+                         else None)(_policy(demo, name)['status']),
+                'the second engine to own the policy', timeout=60)
+            # Within twice the lease (2 x 30 s), as the option promises.
+            assert time.monotonic() - killed < 60
+            assert 'now watched by engine %s' % status['engine_id'] in (
+                log.read_text())
 
-        web = demo.resource(name, 'web')['physical_resource_id']
-        assert admin.inject_fault(web, 'power_off').status_code == 200
-        demo.wait_for(
-            lambda: _member(demo, name, web)['state'] == 'UNHEALTHY',
-            'the second engine to see the stopped server', timeout=30)
+            web = demo.resource(name, 'web')['physical_resource_id']
+            assert admin.inject_fault(web, 'power_off').status_code == 200
+            demo.wait_for(
+                lambda: _member(demo, name, web)['state'] == 'UNHEALTHY',
+                'the second engine to see the stopped server', timeout=30)
     finally:
-        os.killpg(second.pid, signal.SIGKILL)
-        second.wait()
-        _localcloud('up')
+        engines.localcloud('up')
 
 
 def test_every_example_creates_and_its_policies_are_watched(demo, stacks):
