@@ -41,8 +41,6 @@ import oslo_messaging  # noqa: E402
 
 from heat_health.common import nova_adapter  # noqa: E402
 from heat_health.engine import heat_locks  # noqa: E402
-from heat_health.engine.monitor import lifecycle_events  # noqa: E402
-from heat_health.engine.monitor import listener_workers  # noqa: E402
 from heat_health.engine.monitor import observation as obs  # noqa: E402
 from heat_health.engine.monitor import tracker as tracker_mod  # noqa: E402
 from heat_health.engine import targets as target_resolution  # noqa: E402
@@ -108,24 +106,6 @@ def background(url, rate, stop):
     tport.cleanup()
 
 
-def listener(tracker, pool, scratch):
-    """The engine's listener, configured as heat.conf says, on ``pool``."""
-    workers = cfg.CONF.heat_health.notification_workers
-    if not workers:
-        return lifecycle_events.LifecycleListener(
-            tracker.observe, tracker.is_watched,
-            transport=throughput.transport(notifications.transport_url()),
-            pool=pool), workers
-    extra = pathlib.Path(scratch) / 'pool.conf'
-    extra.write_text('[heat_health]\nnotification_pool = %s\n' % pool)
-    events = listener_workers.ListenerWorkers(
-        tracker.observe, workers,
-        args=['--config-file', str(poll_cost.HEAT_CONF),
-              '--config-file', str(extra)])
-    events.watch(tracker.servers(obs.LIFECYCLE_EVENTS))
-    return events, workers
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--events', type=int, default=200)
@@ -163,7 +143,11 @@ def main():
                 'bench', notifier=recorded,
                 in_progress=in_progress_from_heat(policy_ids))
             watched = poll_cost.load(tracker, policy_ids)
-            events, workers = listener(tracker, pool, scratch)
+            workers = cfg.CONF.heat_health.notification_workers
+            events, _handled = throughput.listeners(
+                workers, tracker.observe,
+                tracker.servers(obs.LIFECYCLE_EVENTS), pool, url,
+                pathlib.Path(scratch))
             events.start()
             time.sleep(3)
             if args.background:

@@ -115,9 +115,10 @@ def queued(url, queue):
 
 
 def listeners(workers, observe, watched, pool, url, scratch):
-    """The engine's listener as ``[heat_health] notification_workers`` says.
+    """The engine's listener, in ``workers`` processes (0: this one).
 
-    Returns it with a callable giving its count of handled notifications.
+    On ``pool``, with this process's topics (cfg.CONF). Returns it with a
+    callable giving its count of handled notifications.
     """
     if not workers:
         listener = lifecycle_events.LifecycleListener(
@@ -126,7 +127,8 @@ def listeners(workers, observe, watched, pool, url, scratch):
         return listener, lambda: listener.handled
     extra = scratch / ('workers-%s.conf' % pool)
     extra.write_text('[heat_health]\nnotification_pool = %s\n'
-                     'nova_legacy_topic =\n' % pool)
+                     'nova_legacy_topic = %s\n' % (
+                         pool, cfg.CONF.heat_health.nova_legacy_topic))
     listener = listener_workers.ListenerWorkers(
         observe, workers, args=['--config-file', str(HEAT_CONF),
                                 '--config-file', str(extra)])

@@ -156,3 +156,24 @@ def test_config_args_name_the_engine_configuration():
     assert lw.config_args(Conf()) == [
         '--config-file', '/etc/heat/heat.conf',
         '--config-dir', '/etc/heat/heat.conf.d']
+
+
+def test_no_worker_is_started_once_stopping(tmp_path):
+    starts = tmp_path / 'starts'
+    # Notes each start, then dies at once: the engine keeps restarting it.
+    dying = program('''
+        import sys
+        with open(%r, 'a') as f:
+            f.write('started\\n')
+        sys.exit(1)
+    ''' % str(starts))
+    workers = lw.ListenerWorkers(Collected(), 1, command=dying)
+    workers.start()
+    deadline = time.monotonic() + 10
+    while not starts.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    workers.stop(timeout=5)
+    count = len(starts.read_text().splitlines())
+    time.sleep(2.5)   # longer than the first restart delays
+    assert len(starts.read_text().splitlines()) == count
+    assert not workers._workers[0]._thread.is_alive()

@@ -120,9 +120,11 @@ class _Worker(object):
 
     def _run(self):
         failures = 0
-        while not self._owner.stopping.is_set():
+        while True:
             started = time.monotonic()
             proc = self._spawn()
+            if proc is None:
+                break
             for line in proc.stdout:
                 self._receive(line)
             code = proc.wait()
@@ -137,7 +139,14 @@ class _Worker(object):
             self._owner.stopping.wait(delay)
 
     def _spawn(self):
+        """A new process, or None once stopping.
+
+        Checked under the lock ``stop`` takes: no process is started that
+        ``stop`` would miss.
+        """
         with self._send_lock:
+            if self._owner.stopping.is_set():
+                return None
             self._proc = subprocess.Popen(
                 self._command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 text=True, bufsize=1, close_fds=True)
