@@ -32,7 +32,8 @@ def register_opts(conf=cfg.CONF):
 
 def list_opts():
     """Entry point for oslo-config-generator."""
-    return [(GROUP, heat_health_opts)]
+    return [(GROUP, heat_health_opts),
+            (COORDINATION_GROUP, coordination_opts)]
 
 
 register_opts()
@@ -156,3 +157,25 @@ monitor_opts = [
 
 heat_health_opts.extend(monitor_opts)
 cfg.CONF.register_opts(monitor_opts, group=GROUP)
+
+
+# Several engines: membership and partitioning through tooz.
+
+COORDINATION_GROUP = 'coordination'
+
+coordination_opts = [
+    cfg.StrOpt('backend_url',
+               secret=True,
+               help='tooz URL of the coordination backend the '
+                    'heat-health-engines of a deployment share, e.g. '
+                    'redis://127.0.0.1:6379?membership_timeout=10, '
+                    'etcd3+http://..., zookeeper://... Engines join one '
+                    'group and split the policies with a consistent hash '
+                    'ring; an engine that stops sending heartbeats (dead, '
+                    'or its monitor loop hung) leaves the group after the '
+                    'backend\'s membership timeout and its policies move to '
+                    'the others. Unset: a single engine owns every policy, '
+                    'others take over when its leases expire.'),
+]
+
+cfg.CONF.register_opts(coordination_opts, group=COORDINATION_GROUP)

@@ -7,6 +7,8 @@ back, or be rolled back by, a Heat transaction.
 
 import datetime
 
+from oslo_db import api as oslo_db_api
+from oslo_db import exception as db_exc
 from oslo_db.sqlalchemy import enginefacade
 from oslo_utils import timeutils
 import sqlalchemy as sa
@@ -92,35 +94,71 @@ def policy_delete(policy_id):
             id=policy_id).delete())
 
 
-def _claimable(engine_id, now):
-    return sa.or_(models.Policy.engine_id == engine_id,
-                  models.Policy.engine_id.is_(None),
-                  models.Policy.lease_expires_at.is_(None),
-                  models.Policy.lease_expires_at < now)
+def policy_claim(engine_id, lease_seconds, policy_id=None,
+                 ring_owner=None, members=None):
+    """Renew this engine's leases, offer, and take; returns what it owns.
 
-
-def policy_claim(engine_id, lease_seconds, policy_id=None):
-    """Renew this engine's leases and take the unowned or expired ones.
-
-    One conditional UPDATE: two engines racing for an expired policy cannot
-    both match it, so a policy never has two owners. Returns the policies
-    this engine owns afterwards (only policy_id's if given).
+    :param ring_owner: policy id -> the engine that should own it (the
+        engines' hash ring); None: this engine wants every policy.
+    :param members: the live engines (from the coordination group), or
+        None: a holder is then live as long as its lease runs.
+    A policy held by a live lease stays with its holder; the holder offers
+    it (``handoff_to``) when the ring names another engine, which takes it
+    at its next claim: the policy is watched until that moment. A take
+    bumps the policy's generation, in one conditional UPDATE on the
+    generation read, so two engines never both take it and every write of
+    the previous owner is fenced off from then on.
     """
+    P = models.Policy
     now = timeutils.utcnow()
     expires = now + datetime.timedelta(seconds=lease_seconds)
     with _facade.writer.using(_Session()) as session:
-        query = session.query(models.Policy).filter(
-            _claimable(engine_id, now))
+        query = session.query(P.id, P.engine_id, P.lease_expires_at,
+                              P.generation, P.handoff_to)
         if policy_id is not None:
-            query = query.filter(models.Policy.id == policy_id)
-        query.update({'engine_id': engine_id, 'lease_expires_at': expires,
-                      'updated_at': models.Policy.updated_at},
-                     synchronize_session=False)
+            query = query.filter(P.id == policy_id)
+        keep, offers, takes = [], {}, []
+        for row in query.all():
+            wanted_by = engine_id if ring_owner is None else ring_owner(
+                row.id)
+            live = (row.engine_id is not None and
+                    row.lease_expires_at is not None and
+                    row.lease_expires_at >= now and
+                    (members is None or row.engine_id in members or
+                     row.engine_id == engine_id))
+            if live and row.engine_id == engine_id:
+                keep.append(row.id)
+                offer = None if wanted_by == engine_id else wanted_by
+                if offer != row.handoff_to:
+                    offers[row.id] = offer
+            elif wanted_by == engine_id and (
+                    not live or row.handoff_to == engine_id):
+                takes.append((row.id, row.generation))
+        if keep:
+            session.query(P).filter(
+                P.id.in_(keep), P.engine_id == engine_id,
+                P.lease_expires_at >= now).update(
+                    {'lease_expires_at': expires,
+                     'updated_at': P.updated_at},
+                    synchronize_session=False)
+        for pid, offer in offers.items():
+            session.query(P).filter(P.id == pid,
+                                    P.engine_id == engine_id).update(
+                {'handoff_to': offer, 'updated_at': P.updated_at},
+                synchronize_session=False)
+        for pid, generation in takes:
+            session.query(P).filter(P.id == pid,
+                                    P.generation == generation).update(
+                {'engine_id': engine_id, 'lease_expires_at': expires,
+                 'generation': generation + 1, 'handoff_to': None,
+                 'updated_at': P.updated_at},
+                synchronize_session=False)
     with _facade.reader.using(_Session()) as session:
-        query = session.query(models.Policy).filter_by(engine_id=engine_id)
+        query = session.query(P).filter(P.engine_id == engine_id,
+                                        P.lease_expires_at >= now)
         if policy_id is not None:
-            query = query.filter(models.Policy.id == policy_id)
-        return _detached(session, query.order_by(models.Policy.id).all())
+            query = query.filter(P.id == policy_id)
+        return _detached(session, query.order_by(P.id).all())
 
 
 def policy_other_owners(engine_id):
@@ -140,8 +178,45 @@ def policy_release(engine_id):
         return session.query(models.Policy).filter_by(
             engine_id=engine_id).update(
                 {'engine_id': None, 'lease_expires_at': None,
-                 'updated_at': models.Policy.updated_at},
+                 'handoff_to': None, 'updated_at': models.Policy.updated_at},
                 synchronize_session=False)
+
+
+def policy_set_suspended(policy_id, suspended):
+    """Follow the stack's suspend/resume; True if the policy exists."""
+    with _facade.writer.using(_Session()) as session:
+        return bool(session.query(models.Policy).filter_by(
+            id=policy_id).update({'suspended': suspended},
+                                 synchronize_session=False))
+
+
+def _owned_by(engine_id, now):
+    """Criteria: the target's policy is this engine's by a live lease."""
+    P, T = models.Policy.__table__, models.Target.__table__
+    return sa.exists().where(P.c.id == T.c.policy_id,
+                             P.c.engine_id == engine_id,
+                             P.c.generation == sa.bindparam('v_generation'),
+                             P.c.lease_expires_at >= now)
+
+
+def owner_index(server_ids=None):
+    """{server id: {engine id, ...}} of the servers watched by live leases.
+
+    Deployment-wide: every consumer of Nova's notifications knows which
+    engine to hand news of a server to.
+    """
+    P, T = models.Policy, models.Target
+    now = timeutils.utcnow()
+    index = {}
+    with _facade.reader.using(_Session()) as session:
+        query = session.query(T.server_id, P.engine_id).join(
+            P, P.id == T.policy_id).filter(P.engine_id.isnot(None),
+                                           P.lease_expires_at >= now)
+        if server_ids is not None:
+            query = query.filter(T.server_id.in_(sorted(server_ids)))
+        for server_id, engine in query:
+            index.setdefault(server_id, set()).add(engine)
+    return index
 
 
 def target_get_all(policy_ids):
@@ -158,9 +233,6 @@ def target_get_all(policy_ids):
     return result
 
 
-_LOCATION = ('stack_id', 'resource_name', 'path', 'addresses')
-
-
 def target_details_update(details):
     """Store server names and addresses learnt from Nova, in one go.
 
@@ -175,66 +247,150 @@ def target_details_update(details):
                 synchronize_session=False)
 
 
-def target_sync(policy_id, resolved, grace_seconds):
-    """Make the policy's target rows match ``resolved``.
+def _new_server_values(server_id, now, grace_until, reason):
+    """A place's columns when a (new) server is there: no verdict yet."""
+    return {'server_id': server_id, 'state': 'NO_DATA',
+            'state_reason': reason[:255], 'state_since': now,
+            'grace_until': grace_until, 'server_name': None,
+            'observation': None, 'observation_reason': None,
+            'observation_source': None, 'observed_at': None}
 
-    :param resolved: {server_id: {stack_id, resource_name, path,
+
+@oslo_db_api.wrap_db_retry(max_retries=3, retry_on_deadlock=True,
+                           exception_checker=lambda e: isinstance(
+                               e, db_exc.DBDuplicateEntry))
+def target_sync(policy_id, places, grace_seconds, graced=()):
+    """Make the policy's target rows match the places found in Heat.
+
+    :param places: {(stack_id, resource_name): {server_id, path,
         addresses}} as found in Heat's database now.
-    New servers start INIT within the grace; known ones keep their state
-    and only follow where they are; vanished ones are removed.
-    Returns (added, removed) server ids.
+    :param graced: places whose resource has just ended a stack action:
+        their grace starts again.
+    New places start NO_DATA within the grace; a place whose server was
+    replaced keeps its row (and history) with the new server, NO_DATA;
+    places gone from the stack are removed. Idempotent: two engines
+    syncing at once both end with the same rows (a duplicate insert is
+    retried against the rows the other stored).
+    Returns (added, removed, replaced) lists of places.
     """
     now = timeutils.utcnow()
+    grace_until = now + datetime.timedelta(seconds=grace_seconds)
+    events = []
     with _facade.writer.using(_Session()) as session:
-        existing = {row.server_id: row for row in session.query(
-            models.Target).filter_by(policy_id=policy_id)}
-        removed = sorted(set(existing) - set(resolved))
+        existing = {(row.stack_id, row.resource_name): row
+                    for row in session.query(models.Target).filter_by(
+                        policy_id=policy_id)}
+        removed = sorted(set(existing) - set(places))
         if removed:
-            session.query(models.Target).filter(
-                models.Target.policy_id == policy_id,
-                models.Target.server_id.in_(removed)).delete(
+            session.query(models.Target).filter(models.Target.id.in_(
+                [existing[place].id for place in removed])).delete(
                     synchronize_session=False)
-        added = sorted(set(resolved) - set(existing))
-        for server_id in added:
+        added = sorted(set(places) - set(existing))
+        for place in added:
+            found = places[place]
             session.add(models.Target(
-                policy_id=policy_id, server_id=server_id, state='INIT',
-                state_reason='registered, within the grace after creation',
-                state_since=now,
-                grace_until=now + datetime.timedelta(seconds=grace_seconds),
-                **{k: resolved[server_id][k] for k in _LOCATION}))
-        for server_id in set(resolved) & set(existing):
-            row = existing[server_id]
-            for key in _LOCATION:
-                value = resolved[server_id][key]
-                if key == 'addresses' and not value:
-                    continue  # keep what a detector learnt from Nova
-                if getattr(row, key) != value:
+                policy_id=policy_id, stack_id=place[0],
+                resource_name=place[1], path=found['path'],
+                addresses=list(found.get('addresses') or ()),
+                **_new_server_values(found['server_id'], now, grace_until,
+                                     'registered, no verdict yet')))
+        replaced = []
+        for place in set(places) & set(existing):
+            row, found = existing[place], places[place]
+            if row.path != found['path']:
+                row.path = found['path']
+            if row.server_id != found['server_id']:
+                replaced.append(place)
+                reason = 'server %s replaced by %s' % (row.server_id,
+                                                       found['server_id'])
+                events.append({'policy_id': policy_id,
+                               'server_id': found['server_id'],
+                               'old_state': row.state,
+                               'new_state': 'NO_DATA', 'reason': reason,
+                               'source': 'heat', 'created_at': now})
+                for key, value in _new_server_values(
+                        found['server_id'], now, grace_until,
+                        reason).items():
                     setattr(row, key, value)
-    return added, removed
+                row.addresses = list(found.get('addresses') or ())
+            elif place in graced:
+                row.grace_until = grace_until
+            if found.get('addresses') and row.addresses != list(
+                    found['addresses']):
+                row.addresses = list(found['addresses'])
+        if events:
+            session.execute(sa.insert(models.Event.__table__), events)
+    return added, removed, sorted(replaced)
 
 
 # Target health decided by the monitor, and the health report.
 
-def target_health_record(targets, events):
-    """Update targets' health columns and add state-change events at once.
+def _fenced_update(engine_id, now, columns, extra=()):
+    T = models.Target.__table__
+    return sa.update(T).where(
+        T.c.id == sa.bindparam('v_id'), _owned_by(engine_id, now),
+        *extra).values({c: sa.bindparam('v_' + c) for c in columns})
 
-    :param targets: [{'id': target id, column: value, ...}]; rows may name
-        different columns.
-    :param events: [{column: value}] of heat_health_event rows.
+
+def target_transition(engine_id, changes):
+    """Store state changes of targets, each only if still true; at once.
+
+    :param changes: [{'target': {id, state, ...columns to set},
+        'old_state': the state it is expected to be in, 'generation': the
+        owning policy's generation as this engine holds it, 'event':
+        heat_health_event row}].
+    A change is written only where the target is still in ``old_state``
+    and its policy is still this engine's under that generation with a
+    live lease: one conditional UPDATE each. The event rows of the
+    changes written are inserted in the same transaction.
+    Returns the ids of the targets changed.
     """
-    by_columns = {}
-    for row in targets:
-        by_columns.setdefault(tuple(sorted(row)), []).append(row)
+    T = models.Target.__table__
+    now = timeutils.utcnow()
+    done = set()
+    events = []
     with _facade.writer.using(_Session()) as session:
-        for columns, rows in by_columns.items():
-            values = {c: sa.bindparam('v_' + c) for c in columns if c != 'id'}
-            session.execute(
-                sa.update(models.Target.__table__).where(
-                    models.Target.__table__.c.id == sa.bindparam('v_id')
-                ).values(values),
-                [{'v_' + c: v for c, v in row.items()} for row in rows])
+        for change in changes:
+            values = change['target']
+            columns = sorted(c for c in values if c != 'id')
+            statement = _fenced_update(
+                engine_id, now, columns,
+                [T.c.state == sa.bindparam('v_old_state')])
+            params = {'v_' + c: v for c, v in values.items()}
+            params.update(v_old_state=change['old_state'],
+                          v_generation=change['generation'])
+            if session.execute(statement, params).rowcount == 1:
+                done.add(values['id'])
+                events.append(change['event'])
         if events:
             session.execute(sa.insert(models.Event.__table__), events)
+    return done
+
+
+def target_observations_store(engine_id, rows):
+    """Store the latest observations of targets this engine owns.
+
+    :param rows: [{'id', 'generation', observation columns...}]; rows of
+        a policy the engine no longer owns are not written.
+    """
+    by_columns = {}
+    for row in rows:
+        by_columns.setdefault(tuple(sorted(row)), []).append(row)
+    now = timeutils.utcnow()
+    with _facade.writer.using(_Session()) as session:
+        for columns, group in by_columns.items():
+            statement = _fenced_update(
+                engine_id, now,
+                [c for c in columns if c not in ('id', 'generation')])
+            session.execute(statement, [{'v_' + c: v for c, v in r.items()}
+                                        for r in group])
+
+
+def target_get_states(target_ids):
+    """{target id: state} as stored."""
+    with _facade.reader.using(_Session()) as session:
+        return dict(session.query(models.Target.id, models.Target.state)
+                    .filter(models.Target.id.in_(sorted(target_ids))))
 
 
 def event_get_recent(policy_ids, limit=50):

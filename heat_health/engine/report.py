@@ -35,16 +35,19 @@ def _target(target):
 
 
 def _policy(policy, targets):
-    detection = (policy.spec or {}).get('detection') or {}
+    spec = policy.parsed
     return {'id': policy.id,
             'resource_name': policy.resource_name,
             'enabled': policy.enabled,
+            'suspended': policy.suspended,
             'engine_id': policy.engine_id,
+            'generation': policy.generation,
+            'handoff_to': policy.handoff_to,
             'lease_expires_at': _time(policy.lease_expires_at),
-            'detection_modes': [m['type'] for m in
-                                detection.get('detection_modes') or ()],
-            'recovery_conditional': detection.get('recovery_conditional'),
-            'interval': detection.get('interval'),
+            'detection_modes': list(spec.modes),
+            'recovery_conditional': spec.conditional,
+            'interval': spec.interval,
+            'node_update_timeout': spec.grace,
             'counts': dict(collections.Counter(t.state for t in targets)),
             'targets': [_target(t) for t in targets]}
 

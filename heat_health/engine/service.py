@@ -15,6 +15,8 @@ from oslo_service import service
 from heat_health.engine import endpoint
 from heat_health.engine import heat_locks
 from heat_health.engine.monitor import monitor
+from heat_health.engine.monitor import routing
+from heat_health.engine import partition
 from heat_health.engine import registry
 from heat_health.rpc import api as rpc_api
 
@@ -38,22 +40,29 @@ class HealthEngineService(service.Service):
         self.engine_id = service_utils.generate_engine_id()
         target = oslo_messaging.Target(version=rpc_api.RPC_API_VERSION,
                                        server=self.host, topic=self.topic)
+        # Which policies this engine should own, among the live engines.
+        self._partition = partition.Partition(self.engine_id)
+        self._partition.start()
         # The policies this engine owns (registration, leases, targets).
-        self.registry = registry.Registry(self.engine_id)
+        self.registry = registry.Registry(self.engine_id,
+                                          partition=self._partition)
         health_endpoint = endpoint.HealthEndpoint(self.engine_id,
                                                   self.registry)
+        # The monitor (detectors, tracker, loop): one per engine. Its
+        # loop claims and renews the leases.
+        self._monitor = monitor.Monitor(self.engine_id, self.host,
+                                        registry=self.registry,
+                                        forwarder=routing.Forwarder())
         for rpc_target, rpc_endpoint in [
                 (heat_locks.liveness_target(self.engine_id),
                  heat_locks.LivenessEndpoint()),
-                (target, health_endpoint)]:
+                (target, health_endpoint),
+                # News of servers this engine owns, from other engines.
+                (routing.engine_target(self.engine_id),
+                 routing.ForwardEndpoint(self._monitor.router))]:
             server = messaging.get_rpc_server(rpc_target, rpc_endpoint)
             server.start()
             self._servers.append(server)
-        self._lease_keeper = registry.LeaseKeeper(self.registry)
-        self._lease_keeper.start()
-        # The monitor (detectors, tracker, loop): one per engine.
-        self._monitor = monitor.Monitor(self.engine_id, self.host,
-                                        registry=self.registry)
         self._monitor.start()
         LOG.info('heat-health-engine %(id)s serving topic %(topic)s on '
                  '%(host)s', {'id': self.engine_id, 'topic': self.topic,
@@ -63,9 +72,9 @@ class HealthEngineService(service.Service):
         if getattr(self, '_monitor', None) is not None:
             self._monitor.stop()
             self._monitor = None
-        if getattr(self, '_lease_keeper', None) is not None:
-            self._lease_keeper.stop()
-            self._lease_keeper = None
+        if getattr(self, '_partition', None) is not None:
+            self._partition.stop()
+            self._partition = None
         for server in reversed(self._servers):
             server.stop()
             server.wait()

@@ -21,10 +21,15 @@ GROUP_TYPES = frozenset(['OS::Heat::ResourceGroup',
                          'OS::Heat::InstanceGroup',
                          'AWS::AutoScaling::AutoScalingGroup'])
 IN_PROGRESS = 'IN_PROGRESS'
+# A stack whose last action is one of these has its servers stopped on
+# purpose (a failed resume leaves it RESUME_FAILED: watched again).
+SUSPENDED_ACTIONS = frozenset(['SUSPEND'])
 
 Resolution = collections.namedtuple('Resolution', [
-    'servers',      # {server_id: {stack_id, resource_name, path, addresses}}
-    'in_progress',  # the policy's stack or a nested one is IN_PROGRESS
+    'places',       # {(stack_id, resource_name): {server_id, path,
+                    #   addresses}}: where the watched servers are
+    'busy',         # places whose resource a stack action is working on
+    'suspended',    # the policy's stack is suspended (or suspending)
     'missing',      # target names not (or no longer) in the stack
     'fingerprint',  # changes whenever a stack of the tree changes
 ])
@@ -75,7 +80,7 @@ class Resolver(object):
             session = ctxt.session
             resources = session.query(
                 R.id, R.name, R.stack_id, R.physical_resource_id, R.action,
-                R.replaced_by).filter(
+                R.status, R.replaced_by).filter(
                     R.root_stack_id.in_(sorted(root_ids))).all()
             stack_ids = {r.stack_id for r in resources} | set(root_ids)
             stacks = {row.id: _StackRow(*row) for row in session.query(
@@ -99,17 +104,23 @@ class Resolver(object):
                 # Forget the templates of stacks updated or deleted since.
                 self._types = {key: self._types[key] for key in current}
         by_stack = collections.defaultdict(dict)
+        busy = set()
         for row in resources:
             if row.stack_id not in stacks or row.action == 'DELETE':
                 continue
+            if row.status == IN_PROGRESS:
+                busy.add((row.stack_id, row.name))
             current = by_stack[row.stack_id].get(row.name)
             # A replaced resource and its replacement share a name while an
-            # update runs: the replacement is the one to follow.
-            if (current is None or current.replaced_by == row.id or
+            # update runs: the replacement is the one to follow, once it
+            # has a server (until then the place keeps the old one).
+            if current is None or (row.physical_resource_id and (
+                    current.replaced_by == row.id or
+                    not current.physical_resource_id or
                     (row.replaced_by is None and
-                     current.replaced_by is not None)):
+                     current.replaced_by is not None))):
                 by_stack[row.stack_id][row.name] = row
-        return by_stack, stacks
+        return by_stack, stacks, busy
 
     def _types_of(self, stack):
         return self._types.get((stack.raw_template_id, stack.updated_at), {})
@@ -132,28 +143,28 @@ class Resolver(object):
                            sorted(by_stack[nested.id]), path + '/', found,
                            visited)
             elif types.get(name) in SERVER_TYPES:
-                found[row.physical_resource_id] = {
-                    'stack_id': stack_id, 'resource_name': name,
+                found[(stack_id, name)] = {
+                    'server_id': row.physical_resource_id,
                     'path': path, 'addresses': []}
 
     def resolve(self, ctxt, policies):
         """{policy id: Resolution} for policies (with stack_id and spec)."""
         roots = self._root_ids(ctxt, {p.stack_id for p in policies})
-        by_stack, stacks = self._load(ctxt, set(roots.values()))
+        by_stack, stacks, busy = self._load(ctxt, set(roots.values()))
         result = {}
         for policy in policies:
-            names = list(policy.spec.get('targets') or [])
+            names = list(policy.parsed.targets)
             found, visited = {}, set()
             self._walk(by_stack, stacks, policy.stack_id, names, '', found,
                        visited)
             present = by_stack.get(policy.stack_id, {})
-            in_progress = any(stacks[s].status == IN_PROGRESS
-                              for s in visited)
+            stack = stacks.get(policy.stack_id)
             fingerprint = tuple(sorted(
                 (s, str(stacks[s].updated_at or stacks[s].created_at),
                  stacks[s].status) for s in visited))
             result[policy.id] = Resolution(
-                servers=found, in_progress=in_progress,
+                places=found, busy=frozenset(busy.intersection(found)),
+                suspended=bool(stack and stack.action in SUSPENDED_ACTIONS),
                 missing=[n for n in names if n not in present],
                 fingerprint=fingerprint)
         return result

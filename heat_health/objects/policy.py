@@ -5,13 +5,15 @@ from oslo_versionedobjects import base
 from oslo_versionedobjects import fields
 
 from heat_health.db import api as db_api
+from heat_health.engine import policy_spec
 
 
 @base.VersionedObjectRegistry.register
 class Policy(base.VersionedObject, base.VersionedObjectDictCompat):
     OBJ_PROJECT_NAMESPACE = 'heat_health'
     # Version 1.0: Initial version
-    VERSION = '1.0'
+    # Version 1.1: generation, handoff_to, suspended
+    VERSION = '1.1'
 
     fields = {
         'id': fields.StringField(),
@@ -24,6 +26,10 @@ class Policy(base.VersionedObject, base.VersionedObjectDictCompat):
         'enabled': fields.BooleanField(),
         'engine_id': fields.StringField(nullable=True),
         'lease_expires_at': fields.DateTimeField(nullable=True),
+        # Grows at every change of owner: the fencing token of its writes.
+        'generation': fields.IntegerField(),
+        'handoff_to': fields.StringField(nullable=True),
+        'suspended': fields.BooleanField(),
         'created_at': fields.DateTimeField(),
         'updated_at': fields.DateTimeField(nullable=True),
     }
@@ -54,9 +60,15 @@ class Policy(base.VersionedObject, base.VersionedObjectDictCompat):
         return cls._list(db_api.policy_get_all_by_stack(stack_id))
 
     @classmethod
-    def claim(cls, engine_id, lease_seconds, policy_id=None):
-        return cls._list(db_api.policy_claim(engine_id, lease_seconds,
-                                             policy_id))
+    def claim(cls, engine_id, lease_seconds, policy_id=None,
+              ring_owner=None, members=None):
+        return cls._list(db_api.policy_claim(
+            engine_id, lease_seconds, policy_id=policy_id,
+            ring_owner=ring_owner, members=members))
+
+    @classmethod
+    def set_suspended(cls, policy_id, suspended):
+        return db_api.policy_set_suspended(policy_id, suspended)
 
     @classmethod
     def other_owners(cls, engine_id):
@@ -71,9 +83,6 @@ class Policy(base.VersionedObject, base.VersionedObjectDictCompat):
         return db_api.policy_delete(policy_id)
 
     @property
-    def detection(self):
-        return self.spec.get('detection') or {}
-
-    @property
-    def target_names(self):
-        return list(self.spec.get('targets') or [])
+    def parsed(self):
+        """The spec as a PolicySpec (typed, defaults filled in)."""
+        return policy_spec.PolicySpec.of(self)

@@ -57,5 +57,7 @@ class Target(base.VersionedObject, base.VersionedObjectDictCompat):
         return db_api.target_details_update(details)
 
     @classmethod
-    def sync(cls, policy_id, resolved, grace_seconds):
-        return db_api.target_sync(policy_id, resolved, grace_seconds)
+    def sync(cls, policy_id, places, grace_seconds, graced=()):
+        """Rows follow the places found in Heat: (added, removed, replaced).
+        """
+        return db_api.target_sync(policy_id, places, grace_seconds, graced)

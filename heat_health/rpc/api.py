@@ -3,7 +3,9 @@
 # 1.0 - mark_unhealthy
 # 1.1 - register_policy, unregister_policy, health_report; a policy to
 #       register may carry a deadline (ignored by engines that predate it)
-RPC_API_VERSION = '1.1'
+# 1.2 - observe (news forwarded to the owning engine's own server),
+#       set_policy_suspended
+RPC_API_VERSION = '1.2'
 
 MARK_UNHEALTHY = 'mark_unhealthy'
 
@@ -16,3 +18,9 @@ UNREGISTER_POLICY = 'unregister_policy'
 
 # Health report (GET .../stacks/{name}/{id}/health).
 HEALTH_REPORT = 'health_report'
+
+# Between engines: Nova news forwarded to the engine owning the server.
+OBSERVE = 'observe'
+
+# The stack of a policy is suspended or resumed (heat-engine's plugin).
+SET_POLICY_SUSPENDED = 'set_policy_suspended'

@@ -76,6 +76,10 @@ class RegistryClient(_Client):
         return self._call(ctxt, rpc_api.REGISTER_POLICY,
                           policy=dict(policy, deadline=deadline.isoformat()))
 
+    def set_policy_suspended(self, ctxt, policy_id, suspended):
+        return self._call(ctxt, rpc_api.SET_POLICY_SUSPENDED,
+                          policy_id=policy_id, suspended=suspended)
+
     def unregister_policy(self, ctxt, policy_id):
         return self._call(ctxt, rpc_api.UNREGISTER_POLICY,
                           policy_id=policy_id)

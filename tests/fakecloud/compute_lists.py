@@ -77,9 +77,12 @@ class ServerLists(object):
         statuses = set(v.upper() for v in opts.getall('status'))
         if statuses:
             tests.append(lambda s: s.status in statuses)
+        uuids = set(opts.getall('uuid'))
+        if uuids:
+            # Repeated, it is a list of ids (one query for many servers).
+            tests.append(lambda s: s.id in uuids)
         for key, attribute in (('image', 'image_id'), ('user_id', 'user_id'),
-                               ('uuid', 'id'), ('reservation_id',
-                                                'reservation_id'),
+                               ('reservation_id', 'reservation_id'),
                                ('availability_zone', 'availability_zone')):
             if key in opts:
                 value = opts[key].rsplit('/', 1)[-1]

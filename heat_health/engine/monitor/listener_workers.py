@@ -17,7 +17,6 @@ before its first watch set has arrived, and EOF on stdin stops it, so a
 worker never outlives its engine.
 """
 
-import datetime
 import json
 import os
 import subprocess
@@ -52,18 +51,6 @@ def config_args(conf=cfg.CONF):
         for path in paths:
             args += [flag, path]
     return args
-
-
-def _encode(observation):
-    return json.dumps({'o': [observation.server_id, observation.verdict,
-                             observation.reason, observation.source,
-                             observation.observed_at.isoformat()]})
-
-
-def _decode(values):
-    server_id, verdict, reason, source, when = values
-    return obs.Observation(server_id, verdict, reason, source,
-                           datetime.datetime.fromisoformat(when))
 
 
 class _Worker(object):
@@ -159,7 +146,7 @@ class _Worker(object):
         try:
             message = json.loads(line)
             if 'o' in message:
-                self._owner.observe(_decode(message['o']))
+                self._owner.observe(obs.from_wire(message['o']))
             elif 'handled' in message:
                 self.handled = message['handled']
         except Exception:
@@ -233,7 +220,7 @@ def worker_main(argv):
             out.write(line + '\n')
 
     def observe(observation):
-        write(_encode(observation))
+        write(json.dumps({'o': obs.to_wire(observation)}))
 
     def take(line):
         message = json.loads(line)

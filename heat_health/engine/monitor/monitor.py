@@ -1,12 +1,15 @@
 """The monitor loop of heat-health-engine: the harmonizer.
 
-Every tick it reads the desired state (the policies this engine owns, from
-the registry, their leases renewed), re-resolves the targets of the policies
-that are due, hands the index to the tracker when it changed, runs the
-status poller when some policy's interval has passed (one Nova query serves
-every policy due), ends graces, and stores what was observed. Each step is
-level-triggered: a tick repeats safely, and an engine that restarts picks
-everything up from the database on its first tick.
+Every tick it sends this engine's heartbeat to the coordination group and
+claims its policies (renewing the leases: a loop that hangs loses them),
+re-resolves the targets of the policies that are due, hands the index to
+the tracker when it changed, looks up in Nova the servers that just became
+watched, refreshes the deployment-wide index of who owns which server (for
+the notification listeners), runs the status poller when some policy's
+interval has passed (one Nova query serves every policy due), decides what
+was held, and stores what was observed. Each step is level-triggered: a
+tick repeats safely, and an engine that restarts picks everything up from
+the database on its first tick.
 """
 
 import threading
@@ -16,21 +19,24 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from heat_health.common import nova_adapter
+from heat_health.engine import policy_spec
 from heat_health.engine.monitor import lifecycle_events
 from heat_health.engine.monitor import listener_workers
 from heat_health.engine.monitor import nova_status
 from heat_health.engine.monitor import observation as obs
 from heat_health.engine.monitor import poll_url
+from heat_health.engine.monitor import routing
 from heat_health.engine.monitor import tracker as tracker_mod
 from heat_health.objects import target as target_object
 
 LOG = logging.getLogger(__name__)
 
-# Modes whose servers Nova is polled for (POLL_URL for the addresses).
-POLLED = frozenset([obs.NODE_STATUS_POLLING, obs.NODE_STATUS_POLL_URL])
+# Seconds between two resolutions of a policy's targets in Heat's database
+# (at most: a policy checked more often is resolved at its interval).
+REFRESH_SECONDS = 5.0
 
 
-def _lifecycle_listener(tracker, conf=cfg.CONF):
+def _lifecycle_listener(router, conf=cfg.CONF):
     """The engine's Nova notification listener (LIFECYCLE_EVENTS).
 
     In worker processes (told what is watched through ``watch``), or in
@@ -38,10 +44,10 @@ def _lifecycle_listener(tracker, conf=cfg.CONF):
     """
     workers = conf.heat_health.notification_workers
     if workers:
-        return listener_workers.ListenerWorkers(tracker.observe, workers,
+        return listener_workers.ListenerWorkers(router.route, workers,
                                                 conf=conf)
-    return lifecycle_events.LifecycleListener(tracker.observe,
-                                              tracker.is_watched)
+    return lifecycle_events.LifecycleListener(router.route,
+                                              router.is_watched)
 
 
 def _url_checker(tracker):
@@ -53,18 +59,19 @@ class Monitor(object):
 
     def __init__(self, engine_id, host, registry=None, adapter=None,
                  listener_factory=_lifecycle_listener,
-                 url_checker_factory=_url_checker, conf=cfg.CONF,
-                 clock=time.monotonic):
+                 url_checker_factory=_url_checker, forwarder=None,
+                 conf=cfg.CONF, clock=time.monotonic):
         if registry is None:
             from heat_health.engine import registry as registry_mod
             registry = registry_mod.Registry(engine_id)
         self.registry = registry
-        self.tracker = tracker_mod.Tracker(host,
-                                           in_progress=self._in_progress)
+        self.tracker = tracker_mod.Tracker(
+            engine_id, host, fresh_resolution=self._fresh_resolution)
+        self.router = routing.Router(engine_id, self.tracker, forwarder)
         self.poller = nova_status.StatusPoller(
             adapter or nova_adapter.NovaAdapter(conf), self.tracker.observe,
             # Servers checked by URL are listed too, for their addresses.
-            lambda: set().union(*(self.tracker.servers(m) for m in POLLED)),
+            lambda: self.tracker.servers(policy_spec.POLLED),
             conf.heat_health.node_status_resync_cycles)
         self._listener_factory = listener_factory
         self._listener = None
@@ -77,18 +84,25 @@ class Monitor(object):
         self._next_refresh = {}  # policy id -> clock time
         self._next_poll = {}     # policy id -> clock time
         self._next_url_check = {}  # policy id -> clock time
+        self._next_probe = 0     # clock time of the next liveness probe
+        self._fresh = {}         # policy id -> Resolution, this tick's
         self._learnt = {}        # target id -> (server name, addresses)
         self._signature = None
+        self._watched_sent = None
         self._stopping = threading.Event()
         self._thread = None
 
     def start(self):
-        if self._listener_factory is not None:
-            self._listener = self._listener_factory(self.tracker)
-            self._listener.start()
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name='heat-health-monitor')
         self._thread.start()
+
+    def _start_listener(self):
+        """Once the first tick knows what is watched (deployment-wide)."""
+        if self._listener is None and self._listener_factory is not None:
+            self._listener = self._listener_factory(self.router)
+            self._send_watched()
+            self._listener.start()
 
     def stop(self):
         self._stopping.set()
@@ -113,6 +127,14 @@ class Monitor(object):
 
     def tick(self):
         now = self._clock()
+        self._fresh = {}
+        partition = self.registry.partition
+        if partition is not None and partition.enabled:
+            partition.refresh()
+        elif now >= self._next_probe:
+            self._next_probe = now + max(1.0,
+                                         self.registry.lease_seconds / 3.0)
+            self.registry.free_dead_owners()
         policies = {p.id: p for p in self.registry.claim()}
         for gone in set(self._policies) - set(policies):
             for cache in (self._targets, self._next_refresh,
@@ -123,50 +145,69 @@ class Monitor(object):
                if self._next_refresh.get(p.id, 0) <= now]
         if due:
             self._targets.update(self.registry.refresh_all(due))
-        self._load_if_changed()
         for policy in due:
-            self._next_refresh[policy.id] = now + _interval(policy)
-            self.tracker.set_in_progress(
-                policy.id, self.registry.stack_in_progress(policy))
+            self._next_refresh[policy.id] = now + min(
+                REFRESH_SECONDS, policy.parsed.interval)
+        before = self.tracker.servers()
+        self._load_if_changed()
+        after = self.tracker.servers()
+        self.poller.forget(before - after)
+        self.poller.lookup(after - before)
+        if self.router.refresh() or self._listener is None:
+            self._send_watched()
+        self._start_listener()
         self._poll_if_due(now)
         self._check_urls_if_due(now)
         self.tracker.settle()
         self.tracker.flush()
 
     def _load_if_changed(self):
+        resolutions = {pid: self.registry.resolution(p)
+                       for pid, p in self._policies.items()}
         signature = (
-            tuple(sorted((p.id, repr(p.spec), p.enabled)
+            tuple(sorted((p.id, repr(p.spec), p.enabled, p.suspended,
+                          self.registry.generation(p.id))
                          for p in self._policies.values())),
+            tuple(sorted((pid, r.busy, r.suspended)
+                         for pid, r in resolutions.items())),
             tuple(sorted((t.id, t.server_id, str(t.grace_until), t.path)
                          for targets in self._targets.values()
                          for t in targets)))
         if signature != self._signature:
-            self.tracker.load(list(self._policies.values()), self._targets)
+            generations = {pid: self.registry.generation(pid)
+                           for pid in self._policies}
+            self.tracker.load(list(self._policies.values()), self._targets,
+                              generations, resolutions)
             self._signature = signature
-            watch = getattr(self._listener, 'watch', None)
-            if watch is not None:
-                watch(self.tracker.servers(obs.LIFECYCLE_EVENTS))
+
+    def _send_watched(self):
+        watch = getattr(self._listener, 'watch', None)
+        if watch is None:
+            return
+        watched = self.router.watched()
+        if watched != self._watched_sent:
+            watch(watched)
+            self._watched_sent = watched
 
     def _poll_if_due(self, now):
         due = [p for p in self._policies.values()
-               if _modes(p) & POLLED and
-               self._next_poll.get(p.id, 0) <= now]
+               if p.parsed.polled and self._next_poll.get(p.id, 0) <= now]
         if not due:
             return
         self.poller.poll()
         for policy in due:
-            self._next_poll[policy.id] = now + _interval(policy)
+            self._next_poll[policy.id] = now + policy.parsed.interval
 
     def _check_urls_if_due(self, now):
         """Start the poll URL checks of every policy due (non-blocking)."""
         if self._url_checker is None:
             return
         for policy in self._policies.values():
-            options = _mode_options(policy, obs.NODE_STATUS_POLL_URL)
+            options = policy.parsed.options(obs.NODE_STATUS_POLL_URL)
             if (options is None or
                     self._next_url_check.get(policy.id, 0) > now):
                 continue
-            self._next_url_check[policy.id] = now + _interval(policy)
+            self._next_url_check[policy.id] = now + policy.parsed.interval
             for target in self._targets.get(policy.id, ()):
                 self._learn(target)
                 self._url_checker.submit(poll_url.Target(
@@ -198,37 +239,14 @@ class Monitor(object):
             LOG.exception('Could not store the names and addresses of %d '
                           'servers', len(learnt))
 
-    def _in_progress(self, policy_id):
-        """Fresh from Heat: asked before a target is declared failed."""
+    def _fresh_resolution(self, policy_id):
+        """Fresh from Heat, at most once per policy per tick: asked before
+        a target is declared failed (outside the tracker's lock)."""
+        if policy_id in self._fresh:
+            return self._fresh[policy_id]
         policy = self._policies.get(policy_id)
         if policy is None:
-            return False
-        try:
-            self._targets.update(self.registry.refresh_all([policy]))
-            return self.registry.stack_in_progress(policy)
-        except Exception:
-            LOG.exception('Could not tell whether the stack of policy %s '
-                          'is in progress', policy_id)
-            return True
-
-
-def _detection(policy):
-    return (policy.spec or {}).get('detection') or {}
-
-
-def _modes(policy):
-    return {m['type'] for m in _detection(policy).get('detection_modes')
-            or ()}
-
-
-def _mode_options(policy, mode):
-    """The options of ``mode`` in the policy, or None without that mode."""
-    for entry in _detection(policy).get('detection_modes') or ():
-        if entry['type'] == mode:
-            return dict(entry.get('options') or {})
-    return None
-
-
-def _interval(policy):
-    return _detection(policy).get('interval') or \
-        tracker_mod.DEFAULT_INTERVAL
+            return None
+        found = self.registry.resolve_now(policy)
+        self._fresh[policy_id] = found
+        return found

@@ -110,6 +110,49 @@ class StatusPoller(object):
                                               SOURCE, now))
             return len(watched)
 
+    def lookup(self, server_ids):
+        """Nova's word now on servers that just became watched.
+
+        Asked by id (a few requests, whatever the number of servers), in
+        the tick they became watched (a new policy, a takeover, a
+        scale-out), not at the next full listing: news they missed while
+        nobody watched them is seen at once. The verdict is also made the
+        LIFECYCLE_EVENTS one (the state those notifications left the
+        server in), so an event-only policy has a verdict too. A server
+        missing from the answer gets no verdict here: the full listing
+        tells whether it is gone.
+        """
+        server_ids = set(server_ids)
+        if not server_ids:
+            return 0
+        now = self._clock()
+        try:
+            servers = self._adapter.list_by_ids(sorted(server_ids))
+        except nova_adapter.NovaUnavailable as e:
+            LOG.warning('Could not look up %(n)d newly watched servers in '
+                        'Nova: %(error)s', {'n': len(server_ids),
+                                            'error': e})
+            return 0
+        count = 0
+        for server_id in server_ids.intersection(servers):
+            server = servers[server_id]
+            self.listed[server_id] = server
+            found = verdict(server.status)
+            if found is None:
+                continue
+            self._reported[server_id] = server.status
+            for source in (SOURCE, obs.LIFECYCLE_EVENTS):
+                self._observe(obs.Observation(server_id, found[0], found[1],
+                                              source, now))
+            count += 1
+        return count
+
+    def forget(self, server_ids):
+        """Drop what was reported of servers no longer watched."""
+        for server_id in server_ids:
+            self._reported.pop(server_id, None)
+            self.listed.pop(server_id, None)
+
     def _report(self, servers, watched, now):
         count = 0
         reported = self._reported

@@ -1,6 +1,7 @@
 """What a detector reports about one server at one moment."""
 
 import collections
+import datetime
 
 VERDICTS = (HEALTHY, UNHEALTHY, UNKNOWN) = ('HEALTHY', 'UNHEALTHY',
                                             'UNKNOWN')
@@ -19,3 +20,15 @@ UNKNOWN means the detector could not tell (API error, timeout): it never
 counts as a failure, it only leaves the previous verdict of that source
 standing.
 """
+
+
+def to_wire(observation):
+    """A JSON-able list (between processes and engines)."""
+    return [observation.server_id, observation.verdict, observation.reason,
+            observation.source, observation.observed_at.isoformat()]
+
+
+def from_wire(values):
+    server_id, verdict, reason, source, when = values
+    return Observation(server_id, verdict, reason, source,
+                       datetime.datetime.fromisoformat(when))

@@ -1,33 +1,47 @@
-"""Per-target health state machine: from observations to a decision.
+"""Per-target health states and the rule that moves a target between them.
 
-Each detection mode of a policy keeps its own latest verdict for a target;
-``decide`` combines them as the policy's ``recovery_conditional`` says.
+``transition`` is a pure function of (old state, the latest verdict of each
+detection mode, time, the policy, what suppresses the target): no I/O, no
+clock of its own, so every rule is unit-tested on its own. The tracker only
+applies what it returns, and only after the change was stored.
 Recovery states (recovering, verifying, gave up) come with recovery.
 """
 
 import collections
 
+from heat_health.engine import policy_spec
 from heat_health.engine.monitor import observation as obs
 
-STATES = (INIT, HEALTHY, SUSPECT, UNHEALTHY) = (
-    'INIT', 'HEALTHY', 'SUSPECT', 'UNHEALTHY')
-# INIT: registered, within the grace after its create or update; no verdict.
+STATES = (NO_DATA, HEALTHY, SUSPECT, UNHEALTHY) = (
+    'NO_DATA', 'HEALTHY', 'SUSPECT', 'UNHEALTHY')
+# NO_DATA: watched, but no detector has given a verdict yet. Never shown as
+# HEALTHY: a server nobody has looked at is not known to be well.
 
-CONDITIONALS = (ANY_FAILED, ALL_FAILED) = ('ANY_FAILED', 'ALL_FAILED')
+FAILING = frozenset([SUSPECT, UNHEALTHY])
+
+CONDITIONALS = (ANY_FAILED, ALL_FAILED) = (policy_spec.ANY_FAILED,
+                                            policy_spec.ALL_FAILED)
 
 Decision = collections.namedtuple('Decision', ['state', 'reason', 'source'])
 
+Transition = collections.namedtuple('Transition', ['decision', 'held'])
+"""What to do with a target: ``decision`` is the new state (None: no
+change); ``held`` says a change was wanted but is suppressed for now, so
+the target must be looked at again when the suppression ends."""
+
+NOTHING = Transition(None, False)
+
 
 def decide(verdicts, modes, conditional):
-    """The state a target is in, given the latest verdict of each mode.
+    """The state the verdicts call for, or None without any verdict.
 
     :param verdicts: {mode: Observation}, the latest known (not UNKNOWN)
         observation of each mode that has one.
     :param modes: the policy's detection modes.
     :param conditional: ANY_FAILED or ALL_FAILED.
     :returns: a Decision; SUSPECT when some mode sees a failure that does
-        not (yet) satisfy the conditional; HEALTHY when no mode sees one
-        (an event-driven mode is silent while all is well).
+        not (yet) satisfy the conditional; HEALTHY when verdicts exist and
+        none is a failure.
     """
     failed = [verdicts[m] for m in modes
               if m in verdicts and verdicts[m].verdict == obs.UNHEALTHY]
@@ -41,4 +55,38 @@ def decide(verdicts, modes, conditional):
     if healthy:
         latest = max(healthy, key=lambda o: o.observed_at)
         return Decision(HEALTHY, latest.reason, latest.source)
-    return Decision(HEALTHY, 'no failure observed', None)
+    return None
+
+
+Suppression = collections.namedtuple('Suppression', [
+    'frozen',      # reason no state may change at all (disabled, suspended)
+    'busy',        # reason no failure may be decided (a stack action
+                   # touches this target)
+    'grace_until',  # no failure is decided before this time
+])
+
+NOT_SUPPRESSED = Suppression(None, None, None)
+
+
+def transition(old, verdicts, now, spec, suppression=NOT_SUPPRESSED):
+    """The Transition of a target in state ``old``.
+
+    :param verdicts: {mode: Observation} as for ``decide``.
+    :param now: the current time (naive UTC), compared with the grace.
+    :param spec: the policy's PolicySpec (modes, conditional).
+    :param suppression: a Suppression of this target: frozen holds every
+        change (a disabled policy, a suspended stack keep what is stored);
+        busy and the grace hold failures only, so a server that answers
+        is HEALTHY at once, while a server that is still booting or being
+        updated is not taken for a failure.
+    """
+    decision = decide(verdicts, spec.modes, spec.conditional)
+    if decision is None or decision.state == old:
+        return NOTHING
+    if suppression.frozen:
+        return Transition(None, True)
+    if decision.state in FAILING and (
+            suppression.busy or (suppression.grace_until is not None and
+                                 now < suppression.grace_until)):
+        return Transition(None, True)
+    return Transition(decision, False)

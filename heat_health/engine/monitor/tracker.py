@@ -2,17 +2,23 @@
 
 Every detector hands its observations to ``Tracker.observe``; the tracker
 finds the targets of the observed server (a server may be watched by several
-policies), keeps each mode's latest verdict per target, and decides the
-target's state with ``states.decide``. A change of state is written (target
-row and event row in one transaction) and announced as a
-``heat_health.target.state_change`` notification.
+policies), keeps each mode's latest verdict per target, and asks
+``states.transition`` what follows. The database is the truth and memory
+follows it: a change is stored first, by a conditional UPDATE that matches
+only while the target is still in the state it was decided from and its
+policy is still this engine's under the generation it holds; only then does
+the target change in memory, and only then is the change announced as a
+``heat_health.target.state_change`` notification. A write that fails
+(database restarting) leaves memory as it was and the target is decided
+again at the next ``settle``. No database work runs under the tracker's
+lock.
 
-No state is decided while the target is within its grace, while its policy
-is disabled, or while the policy's stack (or a nested stack holding a
-target) is in progress; verdicts seen then are kept and decided as soon as
-that ends. Observations that change nothing are written in bulk by
-``flush`` and only when they differ from what is stored, or the stored one
-is old, so tens of thousands of healthy servers cost almost nothing.
+A failure is held, and decided as soon as that ends, while the target is
+within its grace or a stack action works on its resource; no state changes
+while the policy is disabled or its stack suspended. Observations that
+change nothing are written in bulk by ``flush`` and only when they differ
+from what is stored, or the stored one is old, so tens of thousands of
+healthy servers cost almost nothing.
 """
 
 import datetime
@@ -24,6 +30,7 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from heat_health.db import api as db_api
+from heat_health.engine import policy_spec
 from heat_health.engine.monitor import observation as obs
 from heat_health.engine.monitor import states
 
@@ -35,39 +42,42 @@ EVENT_TYPE = 'heat_health.target.state_change'
 # long, so the report shows that detectors are alive.
 OBSERVATION_REFRESH = datetime.timedelta(minutes=10)
 
-DEFAULT_INTERVAL = 60
-
 
 def _naive(value):
     return value and timeutils.normalize_time(value)
 
 
 class WatchedPolicy(object):
-    """What the tracker needs of a policy's spec."""
+    """A policy as the tracker needs it: spec, fencing generation, and
+    what suppresses its targets now."""
 
-    __slots__ = ('id', 'stack_id', 'modes', 'conditional', 'interval',
-                 'enabled', 'in_progress')
+    __slots__ = ('id', 'stack_id', 'spec', 'generation', 'suspended',
+                 'busy')
 
-    def __init__(self, policy):
-        detection = (policy.spec or {}).get('detection') or {}
+    def __init__(self, policy, generation, resolution=None):
         self.id = policy.id
         self.stack_id = policy.stack_id
-        self.modes = tuple(m['type'] for m in
-                           detection.get('detection_modes') or ())
-        self.conditional = detection.get('recovery_conditional',
-                                         states.ANY_FAILED)
-        self.interval = detection.get('interval') or DEFAULT_INTERVAL
-        self.enabled = bool(policy.enabled)
-        self.in_progress = False
+        self.spec = policy_spec.PolicySpec.of(policy)
+        self.generation = generation
+        self.suspended = bool(getattr(policy, 'suspended', False) or
+                              (resolution is not None and
+                               resolution.suspended))
+        self.busy = resolution.busy if resolution is not None else ()
 
-    def same_spec(self, other):
-        return (self.modes, self.conditional, self.interval,
-                self.enabled) == (other.modes, other.conditional,
-                                  other.interval, other.enabled)
+    @property
+    def modes(self):
+        return self.spec.modes
+
+    def frozen(self):
+        if not self.spec.enabled:
+            return 'the policy is disabled'
+        if self.suspended:
+            return 'the stack is suspended'
+        return None
 
 
 class WatchedTarget(object):
-    """One target's decided state and the latest verdict of each mode."""
+    """One place's decided state and the latest verdict of each mode."""
 
     __slots__ = ('id', 'policy', 'server_id', 'stack_id', 'resource_name',
                  'path', 'state', 'reason', 'since', 'grace_until',
@@ -95,10 +105,29 @@ class WatchedTarget(object):
                     row.observation_source in policy.modes):
                 self.verdicts[row.observation_source] = self.stored
 
-    def suppressed(self, now):
+    @property
+    def place(self):
+        return (self.stack_id, self.resource_name)
+
+    def suppression(self):
         policy = self.policy
-        return (not policy.enabled or policy.in_progress or
-                (self.grace_until is not None and now < self.grace_until))
+        busy = None
+        if self.place in policy.busy:
+            busy = 'a stack action is working on %s' % self.path
+        return states.Suppression(policy.frozen(), busy, self.grace_until)
+
+    def follow(self, row, policy):
+        """Take a re-read row of the same server, keeping what is decided.
+
+        The state in memory is the stored one (it changes only after its
+        write), so a spec change or a re-read never erases it; verdicts of
+        modes the policy no longer has are dropped.
+        """
+        self.policy = policy
+        self.grace_until = _naive(row.grace_until)
+        self.path = row.path
+        for mode in set(self.verdicts) - set(policy.modes):
+            del self.verdicts[mode]
 
 
 def _observation_columns(o):
@@ -108,68 +137,90 @@ def _observation_columns(o):
             'observed_at': o.observed_at}
 
 
+class _Change(object):
+    """A decided transition on its way to the database."""
+
+    __slots__ = ('target', 'old', 'decision', 'at', 'generation',
+                 'observation')
+
+    def __init__(self, target, decision, at, observation):
+        self.target = target
+        self.old = target.state
+        self.decision = decision
+        self.at = at
+        self.generation = target.policy.generation
+        self.observation = observation
+
+
 class Tracker(object):
     """Thread-safe index of watched servers and their targets' states.
 
+    :param engine_id: this engine: its writes are fenced by its leases.
     :param host: this engine's host, for the notifications' publisher id.
-    :param in_progress: policy id -> bool, asked right before a target is
-        declared failed, so a stack action that just started (and may be
-        replacing servers) is never taken for a failure.
+    :param fresh_resolution: policy id -> Resolution (or None), asked
+        before a failure is stored, so a stack action that just started
+        (and may be replacing servers) is never taken for a failure. It
+        runs outside the tracker's lock; the monitor answers it from Heat's
+        database at most once per policy per tick.
     :param notifier: an oslo.messaging Notifier; Heat's by default.
     """
 
-    def __init__(self, host, in_progress=None, notifier=None,
-                 clock=timeutils.utcnow):
+    def __init__(self, engine_id, host, fresh_resolution=None,
+                 notifier=None, clock=timeutils.utcnow):
+        self.engine_id = engine_id
         self._lock = threading.RLock()
         self._publisher = 'heat-health-engine.%s' % host
         self._notifier = notifier
-        self._in_progress = in_progress
+        self._fresh_resolution = fresh_resolution
         self._clock = clock
         self._policies = {}
         self._targets = {}      # target id -> WatchedTarget
         self._by_server = {}    # server id -> (WatchedTarget, ...)
         self._unsettled = set()  # target ids waiting for a decision
+        self._inflight = set()  # target ids whose change is being stored
         self._dirty = {}        # target id -> Observation to store
 
     # The index
 
-    def load(self, policies, targets_by_policy):
+    def load(self, policies, targets_by_policy, generations,
+             resolutions=None):
         """Watch exactly these policies' targets from now on.
 
-        Targets already watched keep their verdicts and state; new ones
-        start from their rows (so an engine resumes from the database).
+        :param generations: {policy id: the generation this engine owns
+            it under}; a target of a policy taken again (new generation) or
+            whose place has a new server starts afresh from its row, others
+            keep their verdicts and state.
+        :param resolutions: {policy id: Resolution} for what suppresses
+            targets (stack actions, a suspended stack).
         """
+        resolutions = resolutions or {}
         with self._lock:
-            now = self._clock()
             new_policies = {}
             for policy in policies:
-                view = WatchedPolicy(policy)
-                old = self._policies.get(policy.id)
-                if old is not None:
-                    view.in_progress = old.in_progress
-                new_policies[policy.id] = view
+                new_policies[policy.id] = WatchedPolicy(
+                    policy, generations.get(policy.id),
+                    resolutions.get(policy.id))
             new_targets = {}
             by_server = {}
             for policy_id, rows in targets_by_policy.items():
                 policy = new_policies.get(policy_id)
                 if policy is None:
                     continue
+                old_policy = self._policies.get(policy_id)
                 for row in rows:
                     target = self._targets.get(row.id)
                     if (target is None or target.server_id != row.server_id
-                            or not target.policy.same_spec(policy)):
+                            or old_policy is None or
+                            old_policy.generation != policy.generation):
                         target = WatchedTarget(row, policy)
                         self._unsettled.add(row.id)
                     else:
-                        target.policy = policy
-                        target.grace_until = _naive(row.grace_until)
-                        target.path = row.path
-                        target.stack_id = row.stack_id
-                        target.resource_name = row.resource_name
-                    if target.state == states.INIT or (
-                            target.grace_until is not None and
-                            target.grace_until > now):
-                        self._unsettled.add(row.id)
+                        if (target.policy.spec.detection_key() !=
+                                policy.spec.detection_key() or
+                                target.policy.frozen() != policy.frozen() or
+                                target.policy.busy != policy.busy):
+                            self._unsettled.add(row.id)
+                        target.follow(row, policy)
                     new_targets[row.id] = target
                     by_server.setdefault(row.server_id, []).append(target)
             self._policies = new_policies
@@ -179,26 +230,19 @@ class Tracker(object):
             for target_id in set(self._dirty) - set(new_targets):
                 del self._dirty[target_id]
 
-    def set_in_progress(self, policy_id, in_progress):
-        with self._lock:
-            policy = self._policies.get(policy_id)
-            if policy is None or policy.in_progress == in_progress:
-                return
-            policy.in_progress = in_progress
-            if not in_progress:
-                self._unsettled.update(
-                    t.id for t in self._targets.values()
-                    if t.policy is policy)
-
     def is_watched(self, server_id):
         """Cheap: called for every notification about any server."""
         return server_id in self._by_server
 
-    def servers(self, mode):
-        """Ids of the servers some policy watches with ``mode``."""
+    def servers(self, modes=None):
+        """Ids of the servers watched (with one of ``modes`` if given)."""
         with self._lock:
+            if modes is None:
+                return set(self._by_server)
+            modes = set(modes)
             return {server_id for server_id, targets in self._by_server.items()
-                    if any(mode in t.policy.modes for t in targets)}
+                    if any(modes.intersection(t.policy.modes)
+                           for t in targets)}
 
     def policies(self):
         with self._lock:
@@ -213,8 +257,7 @@ class Tracker(object):
 
     def observe(self, observation):
         """Take one detector's verdict on one server (any thread)."""
-        targets = self._by_server.get(observation.server_id)
-        if not targets:
+        if observation.server_id not in self._by_server:
             return
         changes = []
         with self._lock:
@@ -232,48 +275,48 @@ class Tracker(object):
                 if observation.verdict == obs.UNKNOWN:
                     continue
                 target.verdicts[observation.source] = observation
-                if target.suppressed(now):
-                    self._unsettled.add(target.id)
-                    continue
                 change = self._decide(target, now)
-                if change:
+                if change is not None:
                     changes.append(change)
-            if changes:
-                self._record(changes)
+        self._commit(changes)
 
     def settle(self):
-        """Decide the targets whose grace or stack action has ended."""
+        """Decide the targets whose suppression ended or whose write
+        failed."""
         with self._lock:
             if not self._unsettled:
                 return
             now = self._clock()
             changes = []
             for target_id in list(self._unsettled):
+                self._unsettled.discard(target_id)
                 target = self._targets.get(target_id)
                 if target is None:
-                    self._unsettled.discard(target_id)
                     continue
-                if target.suppressed(now):
-                    continue
-                self._unsettled.discard(target_id)
                 change = self._decide(target, now)
-                if change:
+                if change is not None:
                     changes.append(change)
-            if changes:
-                self._record(changes)
+        self._commit(changes)
 
     def flush(self):
         """Store the observations that changed (one transaction)."""
         with self._lock:
             if not self._dirty:
                 return
-            rows = [dict(_observation_columns(o), id=target_id)
-                    for target_id, o in self._dirty.items()]
-            self._dirty = {}
+            dirty, self._dirty = self._dirty, {}
+            rows = [dict(_observation_columns(o), id=target_id,
+                         generation=self._targets[target_id].policy
+                         .generation)
+                    for target_id, o in dirty.items()]
         try:
-            db_api.target_health_record(rows, [])
+            db_api.target_observations_store(self.engine_id, rows)
         except Exception:
-            LOG.exception('Could not store %d observations', len(rows))
+            LOG.exception('Could not store %d observations; retrying',
+                          len(rows))
+            with self._lock:
+                for target_id, o in dirty.items():
+                    if target_id in self._targets:
+                        self._dirty.setdefault(target_id, o)
 
     def _note(self, target, observation):
         stored = target.stored
@@ -286,69 +329,150 @@ class Tracker(object):
             self._dirty[target.id] = observation
 
     def _decide(self, target, now):
-        decision = states.decide(target.verdicts, target.policy.modes,
-                                 target.policy.conditional)
-        if decision.state == target.state:
-            return None
-        if (decision.state in (states.SUSPECT, states.UNHEALTHY) and
-                self._in_progress is not None and
-                self._in_progress(target.policy.id)):
-            target.policy.in_progress = True
+        """A _Change to store, or None; under the lock, no I/O."""
+        if target.id in self._inflight:
+            # Its previous change is being stored: look again after.
             self._unsettled.add(target.id)
             return None
-        change = {'target': target, 'old': target.state,
-                  'new': decision.state, 'reason': decision.reason,
-                  'source': decision.source, 'at': now}
-        target.state = decision.state
-        target.reason = decision.reason
-        target.since = now
-        return change
+        result = states.transition(target.state, target.verdicts, now,
+                                   target.policy.spec, target.suppression())
+        if result.held:
+            self._unsettled.add(target.id)
+        if result.decision is None:
+            return None
+        self._inflight.add(target.id)
+        return _Change(target, result.decision, now,
+                       self._dirty.get(target.id))
 
-    def _record(self, changes):
-        rows = []
-        events = []
+    def _still_failing(self, changes):
+        """Drop failures a stack action started on since the last refresh.
+
+        One fresh resolution per policy (outside the lock).
+        """
+        if self._fresh_resolution is None:
+            return changes, []
+        fresh = {}
+        kept, held = [], []
         for change in changes:
-            target = change['target']
-            row = {'id': target.id, 'state': change['new'],
-                   'state_reason': (change['reason'] or '')[:255],
-                   'state_since': change['at']}
-            observation = self._dirty.pop(target.id, None)
-            if observation is not None:
-                row.update(_observation_columns(observation))
-            rows.append(row)
-            events.append({'policy_id': target.policy.id,
-                           'server_id': target.server_id,
-                           'old_state': change['old'],
-                           'new_state': change['new'],
-                           'reason': (change['reason'] or '')[:255],
-                           'source': change['source'],
-                           'created_at': change['at']})
+            if change.decision.state not in states.FAILING:
+                kept.append(change)
+                continue
+            policy_id = change.target.policy.id
+            if policy_id not in fresh:
+                fresh[policy_id] = self._fresh_resolution(policy_id)
+            resolution = fresh[policy_id]
+            if resolution is not None and (
+                    resolution.suspended or
+                    change.target.place in resolution.busy):
+                held.append(change)
+            else:
+                kept.append(change)
+        return kept, held
+
+    def _commit(self, changes):
+        """Store the changes, then apply and announce those stored."""
+        if not changes:
+            return
         try:
-            db_api.target_health_record(rows, events)
+            changes, held = self._still_failing(changes)
         except Exception:
-            LOG.exception('Could not store %d state changes', len(rows))
-        for change in changes:
+            LOG.exception('Could not tell whether a stack action works on '
+                          'the targets: deciding them later')
+            changes, held = [], changes
+        done, written = set(), False
+        if changes:
+            try:
+                done = db_api.target_transition(
+                    self.engine_id, [self._row(c) for c in changes])
+                written = True
+            except Exception:
+                LOG.exception('Could not store %d state changes; they are '
+                              'decided again at the next tick', len(changes))
+        applied, mismatched = [], []
+        with self._lock:
+            for change in held:
+                self._inflight.discard(change.target.id)
+                self._unsettled.add(change.target.id)
+            for change in changes:
+                target = change.target
+                self._inflight.discard(target.id)
+                if target.id not in done:
+                    # Not stored: memory stays as it was, and it is
+                    # decided again (a lost lease drops it at the next
+                    # claim).
+                    self._unsettled.add(target.id)
+                    if written:
+                        mismatched.append(target)
+                    continue
+                target.state = change.decision.state
+                target.reason = change.decision.reason
+                target.since = change.at
+                if (change.observation is not None and
+                        self._dirty.get(target.id) is change.observation):
+                    del self._dirty[target.id]
+                applied.append(change)
+        for change in applied:
             self._announce(change)
+        if mismatched:
+            self._follow_stored(mismatched)
+
+    def _follow_stored(self, targets):
+        """Memory follows the database where a conditional write found
+        another state stored (the row changed under this engine)."""
+        try:
+            stored = db_api.target_get_states([t.id for t in targets])
+        except Exception:
+            LOG.exception('Could not read the stored states of %d targets',
+                          len(targets))
+            return
+        with self._lock:
+            for target in targets:
+                state = stored.get(target.id)
+                if (state is not None and state != target.state and
+                        target.id not in self._inflight):
+                    LOG.info('Target %(t)s is %(s)s in the database, not '
+                             '%(m)s: following it',
+                             {'t': target.server_id, 's': state,
+                              'm': target.state})
+                    target.state = state
+
+    def _row(self, change):
+        target = change.target
+        decision = change.decision
+        reason = (decision.reason or '')[:255]
+        values = {'id': target.id, 'state': decision.state,
+                  'state_reason': reason, 'state_since': change.at}
+        if change.observation is not None:
+            values.update(_observation_columns(change.observation))
+        return {'target': values, 'old_state': change.old,
+                'generation': change.generation,
+                'event': {'policy_id': target.policy.id,
+                          'server_id': target.server_id,
+                          'old_state': change.old,
+                          'new_state': decision.state,
+                          'reason': reason, 'source': decision.source,
+                          'created_at': change.at}}
 
     def _announce(self, change):
-        target = change['target']
+        target = change.target
+        decision = change.decision
         LOG.info('Target %(server)s (%(path)s) of policy %(policy)s: '
                  '%(old)s -> %(new)s (%(reason)s, by %(source)s)',
                  {'server': target.server_id, 'path': target.path,
-                  'policy': target.policy.id, 'old': change['old'],
-                  'new': change['new'], 'reason': change['reason'],
-                  'source': change['source']})
+                  'policy': target.policy.id, 'old': change.old,
+                  'new': decision.state, 'reason': decision.reason,
+                  'source': decision.source})
         payload = {'policy_id': target.policy.id,
                    'stack_id': target.policy.stack_id,
                    'target_stack_id': target.stack_id,
                    'server_id': target.server_id,
                    'resource_name': target.resource_name,
                    'path': target.path,
-                   'old_state': change['old'],
-                   'new_state': change['new'],
-                   'reason': change['reason'],
-                   'source': change['source'],
-                   'time': change['at'].isoformat()}
+                   'old_state': change.old,
+                   'new_state': decision.state,
+                   'reason': decision.reason,
+                   'source': decision.source,
+                   'time': change.at.isoformat()}
         try:
             notifier = self._notifier or messaging.get_notifier(
                 self._publisher)

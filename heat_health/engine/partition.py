@@ -1,0 +1,105 @@
+"""Which heat-health-engine should own which policy: tooz group and ring.
+
+Engines join one tooz group (``[coordination] backend_url``: Redis, etcd,
+ZooKeeper) and place policies on a consistent hash ring of the group's
+members, as Aodh partitions alarms: each engine owns about its share, and
+when an engine joins or leaves only the policies of its arcs move. The
+policy row's lease stays the fencing token; the ring only says who should
+hold it (see ``db.api.policy_claim`` for the hand-off).
+
+The heartbeat is sent by the monitor loop itself (``refresh``), never by a
+thread of its own: an engine whose loop hangs drops out of the group, and
+its policies are taken by the others.
+
+Without a backend there is no ring: one engine owns everything, and further
+engines only take policies whose lease has expired.
+"""
+
+from oslo_config import cfg
+from oslo_log import log as logging
+from tooz import coordination
+from tooz import hashring
+
+from heat_health.common import config  # noqa: F401  (registers options)
+
+LOG = logging.getLogger(__name__)
+
+GROUP = b'heat-health-engines'
+
+
+class Partition(object):
+    """This engine's view of the group; ``owner()`` of any policy.
+
+    :param engine_id: this engine's member id (its Heat engine id).
+    """
+
+    def __init__(self, engine_id, conf=cfg.CONF):
+        self.engine_id = engine_id
+        self._url = conf.coordination.backend_url
+        self._coordinator = None
+        self._ring = None
+        self.members = None   # frozenset of engine ids, None: no group
+
+    @property
+    def enabled(self):
+        return bool(self._url)
+
+    def start(self):
+        if not self.enabled:
+            LOG.info('No [coordination] backend_url: this engine takes any '
+                     'policy whose lease has expired')
+            return
+        self._coordinator = coordination.get_coordinator(
+            self._url, self.engine_id.encode())
+        self._coordinator.start(start_heart=False)
+        try:
+            self._coordinator.create_group(GROUP).get()
+        except coordination.GroupAlreadyExist:
+            pass
+        self._coordinator.join_group(GROUP).get()
+        LOG.info('Engine %s joined the coordination group', self.engine_id)
+
+    def refresh(self):
+        """Heartbeat and read the group; called by every monitor tick.
+
+        A backend that does not answer keeps the last view: leases still
+        fence every write, and the engine cannot renew a lease it lost.
+        """
+        if self._coordinator is None:
+            return self.members
+        try:
+            self._coordinator.heartbeat()
+            found = self._coordinator.get_members(GROUP).get()
+        except coordination.MemberNotJoined:
+            LOG.warning('Engine %s was dropped from the coordination group '
+                        '(its heartbeat lapsed): joining again',
+                        self.engine_id)
+            self._coordinator.join_group(GROUP).get()
+            found = self._coordinator.get_members(GROUP).get()
+        except coordination.ToozError as e:
+            LOG.warning('Coordination backend unavailable, keeping the last '
+                        'view of the group: %s', e)
+            return self.members
+        members = frozenset(m.decode() for m in found) | {self.engine_id}
+        if members != self.members:
+            LOG.info('heat-health-engines in the group: %s',
+                     ', '.join(sorted(members)))
+            self.members = members
+            self._ring = hashring.HashRing(members)
+        return self.members
+
+    def owner(self, policy_id):
+        """The engine the ring gives ``policy_id`` to (this one if none)."""
+        if self._ring is None:
+            return self.engine_id
+        return next(iter(self._ring.get_nodes(policy_id.encode())))
+
+    def stop(self):
+        if self._coordinator is None:
+            return
+        try:
+            self._coordinator.leave_group(GROUP).get()
+            self._coordinator.stop()
+        except coordination.ToozError:
+            LOG.exception('Could not leave the coordination group')
+        self._coordinator = None
