@@ -2,17 +2,46 @@
 
 The contract is Heat's own (what heatclient and the ``openstack stack
 resource mark unhealthy`` command send), with messages that name the problem.
+A reason of any length is accepted, as Heat accepts it: Heat keeps it whole
+in the resource (at most 65,535 bytes of it on MySQL) and its first 255
+characters in the event. The body is bounded by Heat's own
+``max_json_body_size``.
 """
 
 import json
 
+from heat.common import exception
+from oslo_config import cfg
+
 from heat_health.api import errors
+
+cfg.CONF.import_opt('max_json_body_size', 'heat.common.wsgi')
 
 MARK_UNHEALTHY = 'mark_unhealthy'
 STATUS_REASON = 'resource_status_reason'
 VALID_KEYS = (MARK_UNHEALTHY, STATUS_REASON)
-# Heat keeps at most this much of a status reason in its events.
-MAX_REASON_LENGTH = 255
+# How much of a rejected value a message repeats.
+MAX_SHOWN_VALUE = 80
+
+
+def check_size(length):
+    """Refuse a body over ``max_json_body_size`` bytes, as Heat does (400)."""
+    limit = cfg.CONF.max_json_body_size
+    if length is not None and length > limit:
+        raise exception.RequestLimitExceeded(
+            message='the request body is %d bytes long, more than the %d '
+                    'bytes of max_json_body_size.' % (length, limit))
+
+
+def _shown(value):
+    """The value as JSON for a message: short, whatever its nesting."""
+    try:
+        text = json.dumps(value)
+    except RecursionError:
+        return 'a deeply nested %s' % type(value).__name__
+    if len(text) > MAX_SHOWN_VALUE:
+        text = text[:MAX_SHOWN_VALUE] + '...'
+    return text
 
 
 def _as_bool(value):
@@ -22,7 +51,19 @@ def _as_bool(value):
         return value.lower() == 'true'
     raise errors.bad_request(
         'Unrecognized value %s for "%s", acceptable values are: true, '
-        'false.' % (json.dumps(value), MARK_UNHEALTHY))
+        'false.' % (_shown(value), MARK_UNHEALTHY))
+
+
+def _load(raw_body):
+    try:
+        return json.loads(raw_body)
+    except ValueError as e:
+        raise errors.bad_request('The request body is not valid JSON: %s'
+                                 % e)
+    except RecursionError:
+        # Python's parser recurses once per nested array or object.
+        raise errors.bad_request(
+            'The request body nests JSON arrays or objects too deeply.')
 
 
 def parse_body(raw_body):
@@ -31,11 +72,8 @@ def parse_body(raw_body):
         raise errors.bad_request(
             'The request body is empty: expected a JSON object with a '
             'boolean "%s" key.' % MARK_UNHEALTHY)
-    try:
-        body = json.loads(raw_body)
-    except ValueError as e:
-        raise errors.bad_request('The request body is not valid JSON: %s'
-                                 % e)
+    check_size(len(raw_body))
+    body = _load(raw_body)
     if not isinstance(body, dict):
         raise errors.bad_request(
             'The request body must be a JSON object, not %s.'
@@ -57,8 +95,11 @@ def parse_body(raw_body):
         reason = ''
     if not isinstance(reason, str):
         raise errors.bad_request('"%s" must be a string.' % STATUS_REASON)
-    if len(reason) > MAX_REASON_LENGTH:
+    try:
+        reason.encode('utf-8')
+    except UnicodeEncodeError:
+        # A lone UTF-16 surrogate escape ("\\ud800"): no database stores it.
         raise errors.bad_request(
-            '"%s" is %d characters long; at most %d are kept.'
-            % (STATUS_REASON, len(reason), MAX_REASON_LENGTH))
+            '"%s" is not valid Unicode text: it holds an unpaired '
+            'surrogate escape.' % STATUS_REASON)
     return mark, reason

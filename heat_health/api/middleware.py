@@ -79,6 +79,8 @@ class HealthMiddleware(wsgi.Middleware):
     def mark_unhealthy(self, req, tenant_id, stack_name, stack_id,
                        resource_name):
         self._authorize(req, tenant_id, 'resource', 'mark_unhealthy')
+        # Refused before the body is read when its announced size is over.
+        mark_unhealthy.check_size(req.content_length)
         mark, reason = mark_unhealthy.parse_body(req.body)
         identity = identifier.HeatIdentifier(req.context.project_id,
                                              stack_name, stack_id)

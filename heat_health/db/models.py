@@ -28,7 +28,7 @@ class Marking(BASE):
     resource_name = sa.Column(sa.String(255), nullable=False)
     physical_resource_id = sa.Column(sa.String(255))
     mark_unhealthy = sa.Column(sa.Boolean, nullable=False)
-    reason = sa.Column(sa.String(255), nullable=False)
+    reason = sa.Column(sa.Text, nullable=False)
     user_id = sa.Column(sa.String(64))
     project_id = sa.Column(sa.String(64))
     source = sa.Column(sa.String(32), nullable=False)

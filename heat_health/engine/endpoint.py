@@ -66,7 +66,12 @@ class HealthEndpoint(object):
     def mark_unhealthy(self, ctxt, stack_identity, resource_name,
                        mark_unhealthy, resource_status_reason=None,
                        source=rpc_api.SOURCE_API):
-        """Set or clear CHECK_FAILED under Heat's lock, then record it."""
+        """Set or clear CHECK_FAILED under Heat's lock, then record it.
+
+        Returns the recorded marking, or None when the state changed but
+        the record could not be written: the marking happened all the
+        same, so the caller is not told it failed.
+        """
         if not isinstance(mark_unhealthy, bool):
             raise exception.Invalid(reason='mark_unhealthy is not a boolean')
         stack, rsrc = resource_locator.find_resource(
@@ -77,22 +82,34 @@ class HealthEndpoint(object):
                   DEFAULT_REASONS[mark_unhealthy] % user)
         with heat_locks.locked(ctxt, rsrc, self.engine_id):
             set_health(rsrc, mark_unhealthy, reason)
-        marking = marking_object.Marking.create({
-            'stack_id': stack_identity['stack_id'],
-            'owner_stack_id': stack.id,
-            'resource_name': rsrc.name,
-            'physical_resource_id': rsrc.resource_id,
-            'mark_unhealthy': mark_unhealthy,
-            'reason': reason,
-            'user_id': ctxt.user_id,
-            'project_id': ctxt.project_id,
-            'source': source,
-        })
         LOG.info('%(what)s %(res)s (%(phys)s) in stack %(stack)s: %(why)s',
                  {'what': 'Marked unhealthy' if mark_unhealthy
                   else 'Reset health of',
                   'res': rsrc.name, 'phys': rsrc.resource_id,
                   'stack': stack.name, 'why': reason})
+        values = {
+            'stack_id': stack_identity['stack_id'],
+            'owner_stack_id': stack.id,
+            'resource_name': rsrc.name,
+            'physical_resource_id': rsrc.resource_id,
+            'mark_unhealthy': mark_unhealthy,
+            # What Heat keeps of the reason on MySQL, a TEXT column: at
+            # most 65,535 bytes, whole characters.
+            'reason': reason.encode('utf-8')[:65535].decode('utf-8',
+                                                            'ignore'),
+            'user_id': ctxt.user_id,
+            'project_id': ctxt.project_id,
+            'source': source,
+            'created_at': timeutils.utcnow(),
+        }
+        try:
+            marking = marking_object.Marking.create(values)
+        except Exception:
+            LOG.exception('The marking of %(res)s in stack %(stack)s was '
+                          'made but not recorded; the record was %(values)s',
+                          {'res': rsrc.name, 'stack': stack.name,
+                           'values': values})
+            return None
         return marking.obj_to_primitive()
 
     # Health policy registration (OS::Heat::HealthPolicy).
@@ -135,6 +152,18 @@ class HealthEndpoint(object):
         return {'policy_id': record.id, 'engine_id': record.engine_id,
                 'targets': [t.path for t in watched],
                 'missing': self.registry.missing_targets(record)}
+
+    def set_policy_suspended(self, ctxt, policy_id, suspended):
+        """The policy's stack is being suspended, or was resumed.
+
+        Heat suspends a policy before the servers it watches and resumes it
+        after them, so servers stopped by a suspend are never failures.
+        """
+        found = policy_object.Policy.set_suspended(policy_id, suspended)
+        LOG.info('Policy %(id)s %(what)s', {
+            'id': policy_id,
+            'what': 'suspended with its stack' if suspended else 'resumed'})
+        return found
 
     def unregister_policy(self, ctxt, policy_id):
         """Forget a policy and delete its rows; True if it was registered."""

@@ -113,3 +113,40 @@ def test_conflict_while_the_resource_is_being_updated(demo, stacks):
         lambda: demo.json('stack', 'show', name)['stack_status'] ==
         'UPDATE_COMPLETE', 'the update to finish', timeout=180)
     assert demo.resource(name, 'slow')['resource_status'] == 'UPDATE_COMPLETE'
+
+
+def test_reason_longer_than_255_characters_is_kept_as_heat_keeps_it(
+        demo, stacks):
+    stack = stacks('long-reason', 'marks.yaml')
+    reason = ('probe failed: ' + 'connection refused on port 80; ' * 10)[:300]
+    assert len(reason) == 300
+    _mark(demo, stack, 'with_reason', reason)
+    # The resource keeps the whole reason, its event the first 255
+    # characters, as Heat does.
+    assert _status(demo, stack, 'with_reason') == ('CHECK_FAILED', reason)
+    events = demo.events(stack['stack_name'])
+    assert any(e['resource_name'] == 'with_reason' and
+               e['resource_status'] == 'CHECK_FAILED' and
+               e['resource_status_reason'] == reason[:255]
+               for e in events), events
+
+
+@pytest.mark.parametrize('body', [
+    '[' * 100000 + ']' * 100000,
+    '{"mark_unhealthy": true, "resource_status_reason": ' +
+    '{"a": ' * 100000 + '1' + '}' * 100000 + '}',
+])
+def test_deeply_nested_body_is_400(demo, marks, body):
+    resp = demo.patch_resource(marks, 'never_marked', body)
+    assert resp.status_code == 400, resp.text[:500]
+    assert 'too deeply' in resp.json()['error']['message']
+    assert _status(demo, marks, 'never_marked')[0] == 'CREATE_COMPLETE'
+
+
+def test_body_over_heats_size_limit_is_400(demo, marks):
+    # Heat's default max_json_body_size is 1 MiB.
+    resp = demo.patch_resource(marks, 'never_marked', {
+        'mark_unhealthy': True, 'resource_status_reason': 'x' * (2 << 20)})
+    assert resp.status_code == 400, resp.text[:500]
+    assert resp.json()['error']['type'] == 'RequestLimitExceeded'
+    assert _status(demo, marks, 'never_marked')[0] == 'CREATE_COMPLETE'

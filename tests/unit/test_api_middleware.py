@@ -1,10 +1,12 @@
 """The paste filter inside Heat's faultwrap, with Heat's real policy rules."""
 
 import json
+from unittest import mock
 
 from heat.api.middleware import fault
 from heat.common import context
 from heat.common import exception
+from oslo_config import cfg
 import oslo_messaging
 import webob
 
@@ -134,3 +136,103 @@ class TestHealthMiddleware(base.HeatHealthTestCase):
         self.assertEqual(503, resp.status_int)
         self.assertIn('did not answer',
                       json.loads(resp.body)['error']['message'])
+
+
+class TestMarkUnhealthyContract(base.HeatHealthTestCase):
+    """Long reasons, hostile bodies and an unrecorded marking, as answered."""
+
+    def setUp(self):
+        super(TestMarkUnhealthyContract, self).setUp()
+        self.mock_find_file.return_value = None
+        self.heat = HeatApp()
+        self.filter = middleware.HealthMiddleware(self.heat)
+        self.rpc = FakeHealthRPC()
+        self.filter._rpc = self.rpc
+        self.app = fault.FaultWrapper(self.filter)
+
+    def _body_limit(self, limit):
+        cfg.CONF.set_override('max_json_body_size', limit)
+        self.addCleanup(cfg.CONF.clear_override, 'max_json_body_size')
+
+    def _request(self, body):
+        return self._raw_request(json.dumps(body).encode())
+
+    def _raw_request(self, body, content_length=None):
+        req = webob.Request.blank(PATH, method='PATCH')
+        req.body = body
+        req.content_type = 'application/json'
+        if content_length is not None:
+            req.content_length = content_length
+        req.context = context.RequestContext(
+            project_id='p1', user_id='u1', roles=['member', 'reader'])
+        return req.get_response(self.app)
+
+    def _error(self, resp, code=400):
+        self.assertEqual(code, resp.status_int, resp.body)
+        self.assertEqual([], self.rpc.calls)
+        return json.loads(resp.body)['error']
+
+    def test_reason_longer_than_255_characters_is_passed_whole(self):
+        reason = 'probe failed ' + 'x' * 287
+        resp = self._request(body={'mark_unhealthy': True,
+                                   'resource_status_reason': reason})
+        self.assertEqual(200, resp.status_int, resp.body)
+        self.assertIsNone(json.loads(resp.body))
+        self.assertEqual((True, reason), self.rpc.calls[0][2:])
+
+    def test_marking_made_but_not_recorded_is_200_null(self):
+        # The engine answers None when it changed the state but could not
+        # write its record.
+        self.filter._rpc = mock.Mock()
+        self.filter._rpc.mark_unhealthy.return_value = None
+        resp = self._request(body={'mark_unhealthy': True})
+        self.assertEqual(200, resp.status_int, resp.body)
+        self.assertEqual('application/json', resp.content_type)
+        self.assertEqual(b'null', resp.body)
+        self.assertEqual(1, self.filter._rpc.mark_unhealthy.call_count)
+
+    def test_deeply_nested_arrays_are_400(self):
+        error = self._error(self._raw_request(
+            b'[' * 100000 + b']' * 100000))
+        self.assertEqual('HTTPBadRequest', error['type'])
+        self.assertIn('nests JSON arrays or objects too deeply',
+                      error['message'])
+
+    def test_deeply_nested_objects_are_400(self):
+        error = self._error(self._raw_request(
+            b'{"mark_unhealthy": true, "resource_status_reason": ' +
+            b'{"a": ' * 100000 + b'1' + b'}' * 100000 + b'}'))
+        self.assertIn('too deeply', error['message'])
+
+    def test_unpaired_surrogate_in_reason_is_400(self):
+        error = self._error(self._raw_request(
+            b'{"mark_unhealthy": true, '
+            b'"resource_status_reason": "\\udc00 broken"}'))
+        self.assertIn('not valid Unicode text', error['message'])
+
+    def test_body_over_max_json_body_size_is_400_as_in_heat(self):
+        self._body_limit(200)
+        body = json.dumps({'mark_unhealthy': True,
+                           'resource_status_reason': 'x' * 300}).encode()
+        error = self._error(self._raw_request(body))
+        self.assertEqual('RequestLimitExceeded', error['type'])
+        self.assertIn('%d bytes long' % len(body), error['message'])
+
+    def test_announced_size_is_refused_before_reading(self):
+        self._body_limit(200)
+        error = self._error(self._raw_request(b'{"mark_unhealthy": true}',
+                                              content_length=10 ** 9))
+        self.assertEqual('RequestLimitExceeded', error['type'])
+        self.assertIn('1000000000 bytes long', error['message'])
+
+    def test_health_report_reads_no_body(self):
+        self.filter._rpc = mock.Mock()
+        self.filter._rpc.health_report.return_value = {'policies': []}
+        req = webob.Request.blank('/v1/p1/stacks/web/5d6f/health',
+                                  method='GET')
+        req.body = b'[' * 100000 + b']' * 100000
+        req.context = context.RequestContext(
+            project_id='p1', user_id='u1', roles=['member', 'reader'])
+        resp = req.get_response(self.app)
+        self.assertEqual(200, resp.status_int, resp.body)
+        self.assertEqual({'health': {'policies': []}}, json.loads(resp.body))

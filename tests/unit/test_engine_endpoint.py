@@ -5,13 +5,16 @@ from heat.common import messaging
 from heat.common import template_format
 from heat.engine import stack as heat_stack
 from heat.engine import template
+from heat.objects import event as event_object
 from heat.objects import resource as resource_object
 from heat.objects import stack as stack_object
 from heat.objects import stack_lock as stack_lock_object
 from heat.tests import utils
 from oslo_config import cfg
+from oslo_db import exception as db_exception
 import oslo_messaging
 
+from heat_health.db import api as db_api
 from heat_health.engine import endpoint
 from heat_health.engine import heat_locks
 from heat_health.objects import marking as marking_object
@@ -179,3 +182,61 @@ class TestMarkUnhealthyLocks(StackTestCase):
                          self._state(self.top))
         self.assertIsNone(resource_object.Resource.get_obj(
             self.ctx, web.id).engine_id)
+
+
+class TestMarkUnhealthyReasonAndRecord(StackTestCase):
+    """A long reason is kept as Heat keeps it; a lost record loses nothing."""
+
+    def _events(self, stack, name='web'):
+        return [(e.resource_action, e.resource_status,
+                 e.resource_status_reason)
+                for e in event_object.Event.get_all_by_stack(self.ctx,
+                                                             stack.id)
+                if e.resource_name == name]
+
+    def test_long_reason_is_kept_whole_in_the_resource_and_record(self):
+        reason = 'probe failed: ' + 'x' * 286
+        result = self._mark('web', reason=reason)
+        self.assertEqual(('CHECK', 'FAILED', reason), self._state(self.top))
+        # Heat's event keeps the first 255 characters, as Heat does.
+        self.assertIn(('CHECK', 'FAILED', reason[:255]),
+                      self._events(self.top))
+        marking = marking_object.Marking.obj_from_primitive(result)
+        self.assertEqual(reason, marking.reason)
+        self.assertEqual([reason], [m.reason for m in
+                                    marking_object.Marking.get_all_by_stack(
+                                        self.top.id)])
+
+    def test_record_keeps_what_heat_keeps_on_mysql(self):
+        # 'é' is two bytes in UTF-8: 65,535 bytes end inside a character.
+        reason = 'é' * 40000
+        result = self._mark('web', reason=reason)
+        self.assertEqual(reason, self._state(self.top)[2])
+        recorded = marking_object.Marking.obj_from_primitive(result).reason
+        self.assertEqual('é' * 32767, recorded)
+
+    def test_a_failed_record_still_answers_the_marking(self):
+        self.patchobject(db_api, 'marking_create',
+                         side_effect=db_exception.DBConnectionError(
+                             'database went away'))
+        self.assertIsNone(self._mark('web', reason='probe failed'))
+        self.assertEqual(('CHECK', 'FAILED', 'probe failed'),
+                         self._state(self.top))
+        self.assertIsNone(stack_lock_object.StackLock.get_engine_id(
+            self.ctx, self.top.id))
+        log = self.LOG.output
+        self.assertIn('was made but not recorded', log)
+        self.assertIn('database went away', log)
+        for part in ("'resource_name': 'web'", "'reason': 'probe failed'",
+                     "'mark_unhealthy': True", "'user_id': 'alice-id'",
+                     "'source': 'api'", self.top.id,
+                     self.top['web'].resource_id):
+            self.assertIn(part, log)
+
+    def test_a_failed_record_of_a_reset_still_answers(self):
+        self._mark('web', reason='bad')
+        self.patchobject(marking_object.Marking, 'create',
+                         side_effect=RuntimeError('no table'))
+        self.assertIsNone(self._mark('web', mark=False, reason='fixed'))
+        self.assertEqual(('CHECK', 'COMPLETE', 'fixed'),
+                         self._state(self.top))

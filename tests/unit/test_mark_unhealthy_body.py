@@ -2,6 +2,8 @@
 
 import json
 
+from heat.common import exception
+from oslo_config import cfg
 import pytest
 from webob import exc
 
@@ -67,9 +69,51 @@ def test_reason_must_be_a_string():
         {'mark_unhealthy': True, 'resource_status_reason': 42})
 
 
-def test_reason_longer_than_heat_keeps():
-    message = _bad_request({'mark_unhealthy': True,
-                            'resource_status_reason': 'x' * 256})
-    assert '256 characters' in message
+def test_reason_of_any_length_is_accepted_as_heat_accepts_it():
+    for length in (255, 256, 300, 100000):
+        reason = 'x' * length
+        assert _parse({'mark_unhealthy': True,
+                       'resource_status_reason': reason}) == (True, reason)
+
+
+def test_reason_with_an_unpaired_surrogate():
+    message = _bad_request(b'{"mark_unhealthy": true, '
+                           b'"resource_status_reason": "bad \\ud800"}')
+    assert 'not valid Unicode text' in message
+    assert _parse(b'{"mark_unhealthy": true, '
+                  b'"resource_status_reason": "\\ud83d\\ude00"}') == (
+        True, '\U0001f600')
+
+
+@pytest.mark.parametrize('body', [
+    '[' * 100000 + ']' * 100000,
+    '{"a": ' * 100000 + '1' + '}' * 100000,
+    '{"mark_unhealthy": true, "resource_status_reason": ' + '[' * 100000 +
+    ']' * 100000 + '}',
+])
+def test_deeply_nested_body(body):
+    assert 'nests JSON arrays or objects too deeply' in _bad_request(body)
+
+
+def test_rejected_value_is_shown_short():
+    message = _bad_request({'mark_unhealthy': 'y' * 5000})
+    assert '"yyyy' in message
+    assert '...' in message
+    assert len(message) < 300
+
+
+@pytest.fixture
+def small_body_limit():
+    cfg.CONF.set_override('max_json_body_size', 100)
+    yield
+    cfg.CONF.clear_override('max_json_body_size')
+
+
+def test_body_over_heat_limit(small_body_limit):
+    body = json.dumps({'mark_unhealthy': True,
+                       'resource_status_reason': 'x' * 100})
+    with pytest.raises(exception.RequestLimitExceeded) as e:
+        _parse(body)
+    assert '%d bytes long' % len(body) in str(e.value)
     assert _parse({'mark_unhealthy': True,
-                   'resource_status_reason': 'x' * 255})[1] == 'x' * 255
+                   'resource_status_reason': 'x' * 40}) == (True, 'x' * 40)
