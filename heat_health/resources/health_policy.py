@@ -23,6 +23,7 @@ from heat.engine import support
 from oslo_log import log as logging
 import oslo_messaging
 
+from heat_health.engine.monitor import poll_url
 from heat_health.objects import policy as policy_object
 from heat_health.objects import target as target_object
 from heat_health.rpc import client as rpc_client
@@ -383,11 +384,14 @@ class HealthPolicy(resource.Resource):
                                 'empty: an empty pattern matches any '
                                 'response'),
                               *(path + (self.POLL_URL_HEALTHY_RESPONSE,)))
+            # What the engine matches with: RE2, in linear time.
             try:
-                re.compile(pattern)
-            except re.error as exc:
-                self._invalid(_('poll_url_healthy_response is not a valid '
-                                'regular expression: %s') % exc,
+                poll_url.healthy_pattern(pattern)
+            except ValueError as exc:
+                self._invalid(_('poll_url_healthy_response is not a pattern '
+                                'RE2 can match in linear time (RE2 syntax; '
+                                'backreferences and lookaround are not '
+                                'supported): %s') % exc,
                               *(path + (self.POLL_URL_HEALTHY_RESPONSE,)))
 
     def _validate_detection(self):
@@ -400,6 +404,10 @@ class HealthPolicy(resource.Resource):
                 self._invalid(_('detection mode %s is listed twice') %
                               mode_type, *path)
             seen.add(mode_type)
+            if mode_type == self.LB_STATUS_POLLING:
+                self._invalid(_('LB_STATUS_POLLING is not available yet: it '
+                                'comes with OS::Heat::LoadBalancer'),
+                              *(path + (self.MODE_TYPE,)))
             options = mode.get(self.MODE_OPTIONS) or {}
             if mode_type == self.NODE_STATUS_POLL_URL:
                 self._validate_poll_url(options, path + (self.MODE_OPTIONS,))

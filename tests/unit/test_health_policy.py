@@ -101,10 +101,44 @@ class HealthPolicyTestCase(base.HeatHealthTestCase):
             poll_url='http://{ip}/', poll_url_healthy_response=''))
         self.assertIn('poll_url_healthy_response must not be empty', msg)
 
+    def test_valid_poll_url_without_pattern(self):
+        stack = self._stack(detection=self._poll_url(
+            poll_url='http://{ip}:8080/health'))
+        self.assertIsNone(stack['policy'].validate())
+
     def test_bad_regex(self):
         msg = self._invalid(detection=self._poll_url(
             poll_url='http://{ip}/', poll_url_healthy_response='(ok'))
-        self.assertIn('not a valid regular expression', msg)
+        self.assertIn('poll_url_healthy_response is not a pattern RE2 can '
+                      'match in linear time', msg)
+        self.assertIn('missing )', msg)
+        self.assertIn('poll_url_healthy_response', msg.split(':')[0])
+
+    def test_backreference_is_refused(self):
+        msg = self._invalid(detection=self._poll_url(
+            poll_url='http://{ip}/', poll_url_healthy_response=r'(ok)\1'))
+        self.assertIn('not a pattern RE2 can match in linear time', msg)
+        self.assertIn('backreferences and lookaround are not supported',
+                      msg)
+
+    def test_lookaround_is_refused(self):
+        for pattern in (r'ok(?!ay)', r'(?<=status: )ok'):
+            msg = self._invalid(detection=self._poll_url(
+                poll_url='http://{ip}/', poll_url_healthy_response=pattern))
+            self.assertIn('not a pattern RE2 can match in linear time', msg)
+
+    def test_re2_syntax_is_accepted(self):
+        stack = self._stack(detection=self._poll_url(
+            poll_url='http://{ip}/',
+            poll_url_healthy_response=r'(?i)^status: (ok|up)\b'))
+        self.assertIsNone(stack['policy'].validate())
+
+    def test_lb_status_polling_not_available_yet(self):
+        msg = self._invalid(detection={'detection_modes': [
+            {'type': 'NODE_STATUS_POLLING'}, {'type': 'LB_STATUS_POLLING'}]})
+        self.assertIn('LB_STATUS_POLLING is not available yet: it comes '
+                      'with OS::Heat::LoadBalancer', msg)
+        self.assertIn('detection_modes[1].type', msg)
 
     def test_poll_url_option_on_other_mode(self):
         msg = self._invalid(detection={'detection_modes': [

@@ -49,6 +49,9 @@ def web():
         '/broken': (500, b'ok'),
         '/moved': (302, b'ok'),
         '/%s/web-0/health' % SERVER: (200, b'ok'),
+        '/created': (201, b''),
+        # Within MAX_BODY, so the 'b' is read and (a+)+$ cannot match.
+        '/aaa': (200, b'a' * 60000 + b'b'),
     })
     yield 'http://127.0.0.1:%d' % httpd.server_address[1]
     _Handler.release.set()
@@ -199,6 +202,63 @@ def test_empty_healthy_pattern_is_refused(web, checker):
     found = checker.check(TARGET, _options(
         web + '/health', **{poll_url.HEALTHY_RESPONSE: ''}))
     assert found.verdict == obs.UNKNOWN
+
+
+def _without_pattern(url):
+    options = _options(url)
+    del options[poll_url.HEALTHY_RESPONSE]
+    return options
+
+
+@pytest.mark.parametrize('path,verdict', [
+    ('/health', obs.HEALTHY), ('/wrong', obs.HEALTHY),
+    ('/created', obs.HEALTHY), ('/broken', obs.UNHEALTHY),
+    ('/missing', obs.UNHEALTHY), ('/moved', obs.UNHEALTHY),
+])
+def test_without_pattern_any_2xx_is_healthy(web, checker, path, verdict):
+    found = checker.check(TARGET, _without_pattern(web + path))
+    assert found.verdict == verdict
+    options = dict(_without_pattern(web + path),
+                   **{poll_url.HEALTHY_RESPONSE: None})
+    assert checker.check(TARGET, options).verdict == verdict
+
+
+# Python's re backtracks through the 2**n ways of splitting n a's before it
+# gives up on the 'b': with these bodies it would never finish.
+CATASTROPHIC = r'(a+)+$'
+
+
+def test_matching_takes_linear_time():
+    started = time.monotonic()
+    pattern = poll_url.healthy_pattern(CATASTROPHIC)
+    assert pattern.search('a' * 100000 + 'b') is None
+    assert time.monotonic() - started < 2
+    assert pattern.search('a' * 100000) is not None
+
+
+def test_check_with_catastrophic_pattern_answers_at_once(web, checker):
+    started = time.monotonic()
+    found = checker.check(TARGET, _options(
+        web + '/aaa', **{poll_url.HEALTHY_RESPONSE: CATASTROPHIC}))
+    assert time.monotonic() - started < 2
+    assert found.verdict == obs.UNHEALTHY
+    assert 'without' in found.reason
+
+
+@pytest.mark.parametrize('pattern', [r'(a)\1', r'ok(?=!)', r'(?<!n)ok'])
+def test_patterns_re2_cannot_match_are_errors(pattern):
+    with pytest.raises(ValueError):
+        poll_url.healthy_pattern(pattern)
+
+
+def test_stored_pattern_re2_cannot_match_is_refused(web, checker):
+    """Never matched with Python's re instead: the check is refused."""
+    del _Handler.requests[:]
+    found = checker.check(TARGET, _options(
+        web + '/health', **{poll_url.HEALTHY_RESPONSE: r'(ok)\1'}))
+    assert found.verdict == obs.UNKNOWN
+    assert 'not RE2 syntax' in found.reason
+    assert _Handler.requests == []
 
 
 def test_template_expands_only_its_variables():

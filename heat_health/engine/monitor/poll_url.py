@@ -9,6 +9,9 @@ The URL is a template of the policy; once expanded, its host must be one
 of the target server's own addresses, or a host the operator allows in
 ``[heat_health] poll_url_allowed_hosts``: the engine sits in the control
 plane and must not become a way to probe arbitrary hosts from there.
+
+The healthy response pattern is a tenant's too: it is matched by RE2, in
+time linear in the body, never by Python's backtracking ``re``.
 """
 
 import collections
@@ -23,6 +26,7 @@ from urllib import parse
 from oslo_config import cfg
 from oslo_log import log as logging
 from oslo_utils import timeutils
+import re2
 import requests
 from requests import adapters
 
@@ -52,6 +56,14 @@ _VARIABLE = re.compile(r'\{(%s)\}' % '|'.join(TEMPLATE_VARIABLES))
 # Enough of a health page to find the healthy pattern in.
 MAX_BODY = 64 * 1024
 
+# RE2 would also write a bad pattern's error to stderr: it is reported with
+# the check or the validation instead.  A pattern and its matching state get
+# 1 MiB (RE2's default is 8 MiB): plenty for a health page, and the compiled
+# patterns RE2 caches stay small.
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False
+_RE2_OPTIONS.max_mem = 1 << 20
+
 Target = collections.namedtuple('Target', ['server_id', 'name', 'addresses'])
 """A server to check: its id, name and IP addresses (strings).  Any object
 with these attributes will do."""
@@ -79,6 +91,43 @@ def expand(template, target):
     values = {'ip': ip, 'name': parse.quote(target.name or '', safe=''),
               'id': target.server_id}
     return _VARIABLE.sub(lambda m: values[m.group(1)], template)
+
+
+def healthy_pattern(pattern):
+    """pattern compiled by RE2, which matches in time linear in the body.
+
+    With Python's ``re`` a pattern such as ``(a+)+$`` takes exponential
+    time on a body of a's and holds a worker for good.  RE2 has no
+    backreferences or lookaround: such a pattern is an error here, never
+    matched some other way.
+
+    :raises ValueError: RE2 cannot compile pattern; the message says why.
+    """
+    try:
+        return re2.compile(pattern, _RE2_OPTIONS)
+    except re2.error as error:
+        reason = error.args[0] if error.args else ''
+        if isinstance(reason, bytes):
+            reason = reason.decode('utf-8', errors='replace')
+        raise ValueError(reason or 'RE2 cannot compile %r' % pattern)
+
+
+def pattern_refusal(pattern):
+    """Why pattern cannot be the healthy response, or None if it can.
+
+    None (no pattern: any 2xx answer is healthy) can.  Validation refuses
+    the others; a policy stored before patterns were RE2's gets unknown
+    observations, with the reason, rather than a check failing in a worker.
+    """
+    if pattern is None:
+        return None
+    if not pattern:
+        return 'empty poll_url_healthy_response'
+    try:
+        healthy_pattern(pattern)
+    except ValueError as error:
+        return 'poll_url_healthy_response is not RE2 syntax: %s' % error
+    return None
 
 
 def refusal(url, target, allowed_hosts, allowed_networks=()):
@@ -261,11 +310,12 @@ class PollUrlChecker(object):
     def _url(self, target, options):
         """(url, None), or (None, an UNKNOWN Observation) if refused."""
         template = options.get(POLL_URL)
+        bad_pattern = pattern_refusal(options.get(HEALTHY_RESPONSE))
         reason = None
         if not template:
             reason = 'no poll_url'
-        elif not options.get(HEALTHY_RESPONSE):
-            reason = 'no poll_url_healthy_response'
+        elif bad_pattern:
+            reason = bad_pattern
         elif '{name}' in template and not target.name:
             reason = ('the server\'s name is not known yet (Nova has not '
                       'listed it)')
@@ -310,10 +360,12 @@ class PollUrlChecker(object):
         if not 200 <= status < 300:
             return _Attempt(obs.UNHEALTHY, 'poll URL %s answered %d'
                             % (url, status))
-        text = body.decode(encoding, errors='replace')
-        if re.search(options[HEALTHY_RESPONSE], text) is None:
-            return _Attempt(obs.UNHEALTHY, 'poll URL %s answered %d without '
-                            '%r' % (url, status, options[HEALTHY_RESPONSE]))
+        pattern = options.get(HEALTHY_RESPONSE)
+        if pattern is not None:
+            text = body.decode(encoding, errors='replace')
+            if healthy_pattern(pattern).search(text) is None:
+                return _Attempt(obs.UNHEALTHY, 'poll URL %s answered %d '
+                                'without %r' % (url, status, pattern))
         return _Attempt(obs.HEALTHY,
                         'poll URL %s answered %d' % (url, status))
 
