@@ -154,6 +154,15 @@ function configure_heat_health {
     fi
 
     iniset "$HEAT_CONF" heat_health topic "$HEAT_HEALTH_TOPIC"
+    # Several engines split the policies through tooz: devstack's etcd
+    # unless another backend is given.
+    local coordination=$HEAT_HEALTH_COORDINATION_URL
+    if [[ -z $coordination ]] && is_service_enabled etcd3; then
+        coordination="etcd3+http://${SERVICE_HOST}:${ETCD_PORT:-2379}"
+    fi
+    if [[ -n $coordination ]]; then
+        iniset "$HEAT_CONF" coordination backend_url "$coordination"
+    fi
 }
 
 # init_heat_health() - create or upgrade the heat-health tables in Heat's DB

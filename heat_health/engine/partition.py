@@ -49,15 +49,27 @@ class Partition(object):
             LOG.info('No [coordination] backend_url: this engine takes any '
                      'policy whose lease has expired')
             return
-        self._coordinator = coordination.get_coordinator(
-            self._url, self.engine_id.encode())
-        self._coordinator.start(start_heart=False)
+        self._connect()
+
+    def _connect(self):
+        """Join the group; False (and an error logged) if it cannot."""
         try:
-            self._coordinator.create_group(GROUP).get()
-        except coordination.GroupAlreadyExist:
-            pass
-        self._coordinator.join_group(GROUP).get()
+            coordinator = coordination.get_coordinator(
+                self._url, self.engine_id.encode())
+            coordinator.start(start_heart=False)
+            try:
+                coordinator.create_group(GROUP).get()
+            except coordination.GroupAlreadyExist:
+                pass
+            coordinator.join_group(GROUP).get()
+        except coordination.ToozError as e:
+            LOG.error('Cannot join the coordination group at the '
+                      '[coordination] backend_url: %s; this engine claims '
+                      'no policy it does not hold until it can', e)
+            return False
+        self._coordinator = coordinator
         LOG.info('Engine %s joined the coordination group', self.engine_id)
+        return True
 
     def refresh(self):
         """Heartbeat and read the group; called by every monitor tick.
@@ -65,7 +77,9 @@ class Partition(object):
         A backend that does not answer keeps the last view: leases still
         fence every write, and the engine cannot renew a lease it lost.
         """
-        if self._coordinator is None:
+        if not self.enabled:
+            return None
+        if self._coordinator is None and not self._connect():
             return self.members
         try:
             self._coordinator.heartbeat()
@@ -89,9 +103,15 @@ class Partition(object):
         return self.members
 
     def owner(self, policy_id):
-        """The engine the ring gives ``policy_id`` to (this one if none)."""
-        if self._ring is None:
+        """The engine the ring gives ``policy_id`` to.
+
+        Before the group was ever read (backend down at start), no engine:
+        this one takes nothing new, it only renews what it holds.
+        """
+        if not self.enabled:
             return self.engine_id
+        if self._ring is None:
+            return None
         return next(iter(self._ring.get_nodes(policy_id.encode())))
 
     def stop(self):

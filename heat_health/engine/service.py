@@ -9,7 +9,6 @@ from heat.common import service_utils
 from heat.engine import resources
 from oslo_config import cfg
 from oslo_log import log as logging
-import oslo_messaging
 from oslo_service import service
 
 from heat_health.engine import endpoint
@@ -18,7 +17,6 @@ from heat_health.engine.monitor import monitor
 from heat_health.engine.monitor import routing
 from heat_health.engine import partition
 from heat_health.engine import registry
-from heat_health.rpc import api as rpc_api
 
 LOG = logging.getLogger(__name__)
 
@@ -38,28 +36,27 @@ class HealthEngineService(service.Service):
         # heat-engine (plugin_dirs, environment_dir of heat.conf).
         resources.initialise()
         self.engine_id = service_utils.generate_engine_id()
-        target = oslo_messaging.Target(version=rpc_api.RPC_API_VERSION,
-                                       server=self.host, topic=self.topic)
+        # Served under the engine's own id: calls to the topic reach any
+        # engine, casts to this server (news forwarded by other engines)
+        # only this one.
+        target = routing.engine_target(self.engine_id)
         # Which policies this engine should own, among the live engines.
         self._partition = partition.Partition(self.engine_id)
         self._partition.start()
         # The policies this engine owns (registration, leases, targets).
         self.registry = registry.Registry(self.engine_id,
                                           partition=self._partition)
-        health_endpoint = endpoint.HealthEndpoint(self.engine_id,
-                                                  self.registry)
         # The monitor (detectors, tracker, loop): one per engine. Its
         # loop claims and renews the leases.
         self._monitor = monitor.Monitor(self.engine_id, self.host,
                                         registry=self.registry,
                                         forwarder=routing.Forwarder())
+        health_endpoint = endpoint.HealthEndpoint(
+            self.engine_id, self.registry, router=self._monitor.router)
         for rpc_target, rpc_endpoint in [
                 (heat_locks.liveness_target(self.engine_id),
                  heat_locks.LivenessEndpoint()),
-                (target, health_endpoint),
-                # News of servers this engine owns, from other engines.
-                (routing.engine_target(self.engine_id),
-                 routing.ForwardEndpoint(self._monitor.router))]:
+                (target, health_endpoint)]:
             server = messaging.get_rpc_server(rpc_target, rpc_endpoint)
             server.start()
             self._servers.append(server)

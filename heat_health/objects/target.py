@@ -58,6 +58,5 @@ class Target(base.VersionedObject, base.VersionedObjectDictCompat):
 
     @classmethod
     def sync(cls, policy_id, places, grace_seconds, graced=()):
-        """Rows follow the places found in Heat: (added, removed, replaced).
-        """
+        """Rows follow the places in Heat: (added, removed, replaced)."""
         return db_api.target_sync(policy_id, places, grace_seconds, graced)

@@ -19,7 +19,6 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from heat_health.common import nova_adapter
-from heat_health.engine import policy_spec
 from heat_health.engine.monitor import lifecycle_events
 from heat_health.engine.monitor import listener_workers
 from heat_health.engine.monitor import nova_status
@@ -27,6 +26,7 @@ from heat_health.engine.monitor import observation as obs
 from heat_health.engine.monitor import poll_url
 from heat_health.engine.monitor import routing
 from heat_health.engine.monitor import tracker as tracker_mod
+from heat_health.engine import policy_spec
 from heat_health.objects import target as target_object
 
 LOG = logging.getLogger(__name__)
@@ -240,8 +240,11 @@ class Monitor(object):
                           'servers', len(learnt))
 
     def _fresh_resolution(self, policy_id):
-        """Fresh from Heat, at most once per policy per tick: asked before
-        a target is declared failed (outside the tracker's lock)."""
+        """Fresh from Heat, at most once per policy per tick.
+
+        Asked before a target is declared failed (outside the tracker's
+        lock).
+        """
         if policy_id in self._fresh:
             return self._fresh[policy_id]
         policy = self._policies.get(policy_id)

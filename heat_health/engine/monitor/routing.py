@@ -52,8 +52,7 @@ class Forwarder(object):
 
 
 class Router(object):
-    """Where observations of a server go: this engine's tracker, or its
-    owner.
+    """Where observations of a server go: here, or to its owner.
 
     :param engine_id: this engine.
     :param tracker: this engine's Tracker.
@@ -119,16 +118,3 @@ class Router(object):
         except Exception:
             LOG.exception('Could not forward news of %s to engine %s',
                           observations[0].server_id, engine)
-
-
-class ForwardEndpoint(object):
-    """RPC endpoint of an engine's own server: news forwarded to it."""
-
-    target = oslo_messaging.Target(version=rpc_api.RPC_API_VERSION)
-
-    def __init__(self, router):
-        self._router = router
-
-    def observe(self, ctxt, observations, hops=0):
-        self._router.receive([obs.from_wire(o) for o in observations],
-                             hops)

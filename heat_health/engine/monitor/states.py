@@ -9,8 +9,8 @@ Recovery states (recovering, verifying, gave up) come with recovery.
 
 import collections
 
-from heat_health.engine import policy_spec
 from heat_health.engine.monitor import observation as obs
+from heat_health.engine import policy_spec
 
 STATES = (NO_DATA, HEALTHY, SUSPECT, UNHEALTHY) = (
     'NO_DATA', 'HEALTHY', 'SUSPECT', 'UNHEALTHY')
@@ -19,8 +19,8 @@ STATES = (NO_DATA, HEALTHY, SUSPECT, UNHEALTHY) = (
 
 FAILING = frozenset([SUSPECT, UNHEALTHY])
 
-CONDITIONALS = (ANY_FAILED, ALL_FAILED) = (policy_spec.ANY_FAILED,
-                                            policy_spec.ALL_FAILED)
+CONDITIONALS = (ANY_FAILED, ALL_FAILED) = (
+    policy_spec.ANY_FAILED, policy_spec.ALL_FAILED)
 
 Decision = collections.namedtuple('Decision', ['state', 'reason', 'source'])
 

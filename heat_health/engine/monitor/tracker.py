@@ -30,9 +30,9 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from heat_health.db import api as db_api
-from heat_health.engine import policy_spec
 from heat_health.engine.monitor import observation as obs
 from heat_health.engine.monitor import states
+from heat_health.engine import policy_spec
 
 LOG = logging.getLogger(__name__)
 
@@ -48,8 +48,11 @@ def _naive(value):
 
 
 class WatchedPolicy(object):
-    """A policy as the tracker needs it: spec, fencing generation, and
-    what suppresses its targets now."""
+    """A policy as the tracker needs it.
+
+    Its spec, the generation it is owned under (fencing), and what
+    suppresses its targets now.
+    """
 
     __slots__ = ('id', 'stack_id', 'spec', 'generation', 'suspended',
                  'busy')
@@ -281,8 +284,7 @@ class Tracker(object):
         self._commit(changes)
 
     def settle(self):
-        """Decide the targets whose suppression ended or whose write
-        failed."""
+        """Decide the targets held back or whose write failed."""
         with self._lock:
             if not self._unsettled:
                 return
@@ -417,8 +419,11 @@ class Tracker(object):
             self._follow_stored(mismatched)
 
     def _follow_stored(self, targets):
-        """Memory follows the database where a conditional write found
-        another state stored (the row changed under this engine)."""
+        """Memory follows the database where a write found another state.
+
+        The row changed under this engine (for example its server was
+        replaced): the stored state is the truth.
+        """
         try:
             stored = db_api.target_get_states([t.id for t in targets])
         except Exception:
