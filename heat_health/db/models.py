@@ -41,7 +41,11 @@ class Policy(BASE):
 
     ``engine_id`` and ``lease_expires_at`` say which heat-health-engine
     watches it; an engine renews its leases every tick, and any engine may
-    claim a policy whose lease has expired.
+    claim a policy whose lease has expired. ``generation`` grows at every
+    change of owner: a write about the policy's targets is fenced by it,
+    so an engine that lost the policy (hung, partitioned) writes nothing.
+    ``handoff_to`` is the engine a live owner offers the policy to when
+    the engines' hash ring moves it.
     """
 
     __tablename__ = 'heat_health_policy'
@@ -59,18 +63,29 @@ class Policy(BASE):
     enabled = sa.Column(sa.Boolean, nullable=False, default=True)
     engine_id = sa.Column(sa.String(36))
     lease_expires_at = sa.Column(sa.DateTime)
+    generation = sa.Column(sa.Integer, nullable=False, default=0,
+                           server_default='0')
+    handoff_to = sa.Column(sa.String(36))
+    # The stack is suspended: its servers are stopped on purpose.
+    suspended = sa.Column(sa.Boolean, nullable=False, default=False,
+                          server_default=sa.false())
     created_at = sa.Column(sa.DateTime, nullable=False,
                            default=timeutils.utcnow)
     updated_at = sa.Column(sa.DateTime, onupdate=timeutils.utcnow)
 
 
 class Target(BASE):
-    """One watched server of a policy, and its health as last decided."""
+    """One watched place of a policy, and its health as last decided.
+
+    The place is the resource (``stack_id``, ``resource_name``) holding a
+    server; ``server_id`` is the server there now and changes when Heat
+    replaces it, while the row, its state and its events stay.
+    """
 
     __tablename__ = 'heat_health_target'
     __table_args__ = (
-        sa.UniqueConstraint('policy_id', 'server_id',
-                            name='uniq_heat_health_target0policy0server'),
+        sa.UniqueConstraint('policy_id', 'stack_id', 'resource_name',
+                            name='uniq_heat_health_target0policy0place'),
         sa.Index('ix_heat_health_target_server', 'server_id'),
     )
 

@@ -9,6 +9,7 @@ import oslo_messaging
 from oslo_utils import timeutils
 
 from heat_health.engine import heat_locks
+from heat_health.engine.monitor import observation as obs
 from heat_health.engine import registry as registry_module
 from heat_health.engine import report
 from heat_health.engine import resource_locator
@@ -57,10 +58,21 @@ class HealthEndpoint(object):
 
     target = oslo_messaging.Target(version=rpc_api.RPC_API_VERSION)
 
-    def __init__(self, engine_id, registry=None):
+    def __init__(self, engine_id, registry=None, router=None):
         self.engine_id = engine_id
         # The engine's registry (the service shares its own).
         self.registry = registry or registry_module.Registry(engine_id)
+        # Where news forwarded by other engines goes (the monitor's).
+        self.router = router
+
+    def observe(self, ctxt, observations, hops=0):
+        """Nova news of servers this engine owns, from another engine.
+
+        A cast to this engine's own server by another engine's listener.
+        """
+        if self.router is not None:
+            self.router.receive([obs.from_wire(o) for o in observations],
+                                hops)
 
     @expected_heat_errors
     def mark_unhealthy(self, ctxt, stack_identity, resource_name,
