@@ -182,12 +182,23 @@ def policy_release(engine_id):
                 synchronize_session=False)
 
 
-def policy_set_suspended(policy_id, suspended):
-    """Follow the stack's suspend/resume; True if the policy exists."""
+def policy_set_suspended(policy_id, suspended, grace_seconds=0):
+    """Follow the stack's suspend/resume; True if the policy exists.
+
+    On resume its targets get the grace: what was seen of them while
+    suspended is not judged before they had time to start again.
+    """
     with _facade.writer.using(_Session()) as session:
-        return bool(session.query(models.Policy).filter_by(
+        found = bool(session.query(models.Policy).filter_by(
             id=policy_id).update({'suspended': suspended},
                                  synchronize_session=False))
+        if found and not suspended:
+            session.query(models.Target).filter_by(
+                policy_id=policy_id).update(
+                    {'grace_until': timeutils.utcnow() + datetime.timedelta(
+                        seconds=grace_seconds)},
+                    synchronize_session=False)
+        return found
 
 
 def _owned_by(engine_id, now):

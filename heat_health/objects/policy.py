@@ -68,7 +68,12 @@ class Policy(base.VersionedObject, base.VersionedObjectDictCompat):
 
     @classmethod
     def set_suspended(cls, policy_id, suspended):
-        return db_api.policy_set_suspended(policy_id, suspended)
+        """Store the stack's suspension; a resume starts the grace again."""
+        policy = cls.get(policy_id)
+        if policy is None:
+            return False
+        return db_api.policy_set_suspended(policy_id, suspended,
+                                           policy.parsed.grace)
 
     @classmethod
     def other_owners(cls, engine_id):

@@ -123,8 +123,9 @@ class HealthPolicy(resource.Resource):
         ),
         POLL_URL_HEALTHY_RESPONSE: properties.Schema(
             properties.Schema.STRING,
-            _('Regular expression searched in the response body of a '
-              'healthy server; without it any 2xx response is healthy.'),
+            _('Regular expression (RE2 syntax, matched in linear time) '
+              'searched in the response body of a healthy server; '
+              'without it any 2xx response is healthy.'),
         ),
         POLL_URL_RETRY_LIMIT: properties.Schema(
             properties.Schema.INTEGER,
@@ -497,6 +498,30 @@ class HealthPolicy(resource.Resource):
                                                       self.context)
             self._register()
 
+    def _set_suspended(self, suspended):
+        """Tell heat-health-engine the stack is suspended or resumed.
+
+        Heat suspends this resource before the servers it watches (they
+        are its dependencies) and resumes it after them, so servers that
+        a suspend stops are never taken for failures.
+        """
+        if self.resource_id is None:
+            return
+        try:
+            rpc_client.RegistryClient().set_policy_suspended(
+                self.context, self.resource_id, suspended)
+        except oslo_messaging.MessagingTimeout:
+            LOG.warning('No heat-health-engine answered; storing the '
+                        'suspension of health policy %s directly',
+                        self.resource_id)
+            policy_object.Policy.set_suspended(self.resource_id, suspended)
+
+    def handle_suspend(self):
+        self._set_suspended(True)
+
+    def handle_resume(self):
+        self._set_suspended(False)
+
     def handle_delete(self):
         """Unregister; if no engine answers, delete the rows ourselves.
 
@@ -531,6 +556,7 @@ class HealthPolicy(resource.Resource):
                 counts[target.state] = counts.get(target.state, 0) + 1
             return {
                 'enabled': policy.enabled,
+                'suspended': policy.suspended,
                 'engine_id': policy.engine_id,
                 'lease_expires_at': (policy.lease_expires_at and
                                      policy.lease_expires_at.isoformat()),
