@@ -139,6 +139,13 @@ class Cloud(object):
         return '%s/stacks/%s/%s/resources/%s' % (
             endpoint, stack['stack_name'], stack['id'], resource)
 
+    def health_report(self, stack):
+        """GET .../stacks/{name}/{id}/health as this user (a dict)."""
+        endpoint = self.session.get_endpoint(service_type='orchestration',
+                                             interface='public')
+        return self.session.get('%s/stacks/%s/%s/health' % (
+            endpoint, stack['stack_name'], stack['id'])).json()['health']
+
     def patch_resource(self, stack, resource, body):
         data = body if isinstance(body, (bytes, str)) else json.dumps(body)
         return self.session.request(

@@ -7,6 +7,7 @@ in a process group of its own so that killing it ends its listener workers.
 import contextlib
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -31,6 +32,65 @@ def deployment_engine_pid():
                .read_text().split()[0])
 
 
+class Engine(object):
+    """A heat-health-engine process of a test's own.
+
+    :param workdir: where its log and extra configuration go.
+    :param name: tells several engines of one test apart.
+    :param extra_options: heat.conf sections read after the deployment's.
+    """
+
+    def __init__(self, workdir, name='own-engine', extra_options=''):
+        self.log = pathlib.Path(workdir) / ('%s.log' % name)
+        self._conf = pathlib.Path(workdir) / ('%s.conf' % name)
+        self._extra = extra_options
+        self._process = None
+
+    def start(self, user, timeout=60):
+        """Start it and wait until it serves; returns self."""
+        # In a file, not on the command line: the listener workers read it.
+        self._conf.write_text('[DEFAULT]\nlog_file = %s\n%s'
+                              % (self.log, self._extra))
+        args = [str(pathlib.Path(sys.executable).parent /
+                    'heat-health-engine'),
+                '--config-file', str(HEAT_CONF),
+                '--config-file', str(self._conf)]
+        self._process = subprocess.Popen(
+            args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT, start_new_session=True)
+        user.wait_for(lambda: self.engine_id, 'the test\'s engine to serve',
+                      timeout=timeout)
+        return self
+
+    @property
+    def engine_id(self):
+        """Its engine id, once its log says it serves."""
+        if not self.log.exists():
+            return None
+        found = re.search(r'heat-health-engine (\S+) serving topic',
+                          self.log.read_text())
+        return found and found.group(1)
+
+    def kill(self):
+        """kill -9 of the engine and its listener workers."""
+        if self._process is None:
+            return
+        try:
+            os.killpg(self._process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self._process.wait()
+        self._process = None
+
+
+def deployment_engine_id():
+    """The engine id of the deployment's own heat-health-engine."""
+    log = cloud.STATE_DIR / 'logs' / 'heat-health-engine.log'
+    found = re.findall(r'heat-health-engine (\S+) serving topic',
+                       log.read_text())
+    return found[-1] if found else None
+
+
 @contextlib.contextmanager
 def own_engine(user, workdir, extra_options=''):
     """Run a heat-health-engine until the block ends; yields its log path.
@@ -38,21 +98,9 @@ def own_engine(user, workdir, extra_options=''):
     :param user: a Cloud, for its wait_for.
     :param extra_options: heat.conf sections read after the deployment's.
     """
-    log = pathlib.Path(workdir) / 'own-engine.log'
-    extra = pathlib.Path(workdir) / 'own-engine.conf'
-    # In a file, not on the command line: the listener workers read it too.
-    extra.write_text('[DEFAULT]\nlog_file = %s\n%s' % (log, extra_options))
-    args = [str(pathlib.Path(sys.executable).parent / 'heat-health-engine'),
-            '--config-file', str(HEAT_CONF), '--config-file', str(extra)]
-    engine = subprocess.Popen(args, stdin=subprocess.DEVNULL,
-                              stdout=subprocess.DEVNULL,
-                              stderr=subprocess.STDOUT,
-                              start_new_session=True)
+    engine = Engine(workdir, extra_options=extra_options)
     try:
-        user.wait_for(lambda: log.exists() and 'serving topic' in
-                      log.read_text(), 'the test\'s engine to serve',
-                      timeout=60)
-        yield log
+        engine.start(user)
+        yield engine.log
     finally:
-        os.killpg(engine.pid, signal.SIGKILL)
-        engine.wait()
+        engine.kill()
