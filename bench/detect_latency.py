@@ -6,7 +6,7 @@ LIFECYCLE_EVENTS, owned by the benchmark's engine id (poll_cost's helpers).
 Then runs in this process what heat-health-engine runs for that mode: its
 notification listener as ``[heat_health] notification_workers`` configures
 it (on a listener pool of its own) and the tracker, which asks Heat's
-database whether the policy's stack is in progress before it records a
+database whether a stack action works on the target before it records a
 failure, then commits the target and event rows and announces the change.
 For --events watched servers, one at a time: power_off through fakecloud's
 fault API (fakecloud publishes instance.update and instance.power_off.end
@@ -40,12 +40,10 @@ from oslo_config import cfg  # noqa: E402
 import oslo_messaging  # noqa: E402
 
 from heat_health.common import nova_adapter  # noqa: E402
-from heat_health.engine import heat_locks  # noqa: E402
 from heat_health.engine.monitor import observation as obs  # noqa: E402
 from heat_health.engine.monitor import tracker as tracker_mod  # noqa: E402
 from heat_health.engine import targets as target_resolution  # noqa: E402
 from heat_health.objects import policy as policy_object  # noqa: E402
-from heat_health.objects import target as target_object  # noqa: E402
 import listener_throughput as throughput  # noqa: E402
 import poll_cost  # noqa: E402
 from tests.functional import cloud as localcloud  # noqa: E402
@@ -73,22 +71,19 @@ class Recorded(object):
         return None
 
 
-def in_progress_from_heat(policy_ids):
-    """As the engine asks before recording a failure: from the databases.
+def resolution_from_heat(policy_ids):
+    """As the engine asks before recording a failure: from Heat's database.
 
-    The engine re-resolves the policy's targets from Heat's database and
-    reads them back; so does this, with the same resolver.
+    The engine re-resolves the policy's targets (at most once per policy
+    and monitor tick); this does it for every failure, the worst case.
     """
     resolver = target_resolution.Resolver()
     by_id = {p: policy_object.Policy.get(p) for p in policy_ids}
 
-    def in_progress(policy_id):
-        policy = by_id[policy_id]
-        resolution = resolver.resolve(context.get_admin_context(),
-                                      [policy])[policy_id]
-        target_object.Target.get_all_by_policies([policy_id])
-        return resolution.in_progress
-    return in_progress
+    def fresh_resolution(policy_id):
+        return resolver.resolve(context.get_admin_context(),
+                                [by_id[policy_id]])[policy_id]
+    return fresh_resolution
 
 
 def background(url, rate, stop):
@@ -118,10 +113,7 @@ def main():
 
     cfg.CONF(['--config-file', str(poll_cost.HEAT_CONF)], project='heat')
     messaging.setup()
-    liveness = messaging.get_rpc_server(
-        heat_locks.liveness_target(poll_cost.BENCH_ENGINE),
-        heat_locks.LivenessEndpoint())
-    liveness.start()
+    holder = poll_cost.Holder().__enter__()
     admin = localcloud.Cloud('admin')
     nova, _booted = poll_cost.boot_servers(admin, args.servers,
                                            args.projects)
@@ -140,8 +132,8 @@ def main():
     try:
         with tempfile.TemporaryDirectory() as scratch:
             tracker = tracker_mod.Tracker(
-                'bench', notifier=recorded,
-                in_progress=in_progress_from_heat(policy_ids))
+                poll_cost.BENCH_ENGINE, 'bench', notifier=recorded,
+                fresh_resolution=resolution_from_heat(policy_ids))
             watched = poll_cost.load(tracker, policy_ids)
             workers = cfg.CONF.heat_health.notification_workers
             events, _handled = throughput.listeners(
@@ -172,7 +164,7 @@ def main():
         stop.set()
         poll_cost.unregister(policy_ids)
         notifications.delete_queue(url, pool)
-        liveness.stop()
+        holder.__exit__(None, None, None)
         for server_id in victims:
             try:
                 nova.servers.start(server_id)

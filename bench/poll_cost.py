@@ -22,6 +22,7 @@ import datetime
 import pathlib
 import statistics
 import sys
+import threading
 import time
 import uuid
 
@@ -43,6 +44,7 @@ from heat_health.engine import heat_locks  # noqa: E402
 from heat_health.engine.monitor import nova_status  # noqa: E402
 from heat_health.engine.monitor import observation as obs  # noqa: E402
 from heat_health.engine.monitor import tracker as tracker_mod  # noqa: E402
+from heat_health.engine import partition  # noqa: E402
 from tests.functional import cloud as localcloud  # noqa: E402
 
 BENCH_ENGINE = 'bench-poll-cost'
@@ -107,9 +109,43 @@ def register(server_ids, policies, interval,
             for server_id in server_ids[n * per_policy:(n + 1) * per_policy]:
                 session.add(models.Target(
                     policy_id=policy_id, server_id=server_id,
-                    stack_id=policy_id, resource_name='server',
+                    stack_id=policy_id, resource_name=server_id,
                     path='group/%s' % server_id, state='HEALTHY'))
     return ids
+
+
+class Holder(object):
+    """The benchmark as the holder of its policies, seen by the engines.
+
+    It answers Heat's engine liveness probe under its engine id and, with a
+    coordination backend, stays in the engines' group (a heartbeat thread),
+    so a running heat-health-engine never takes its policies over.
+    """
+
+    def __init__(self, engine_id=BENCH_ENGINE):
+        self._liveness = messaging.get_rpc_server(
+            heat_locks.liveness_target(engine_id),
+            heat_locks.LivenessEndpoint())
+        self._partition = partition.Partition(engine_id)
+        self._stop = threading.Event()
+        self._beat = threading.Thread(target=self._heartbeat, daemon=True)
+
+    def _heartbeat(self):
+        while not self._stop.wait(1.0):
+            self._partition.refresh()
+
+    def __enter__(self):
+        self._liveness.start()
+        self._partition.start()
+        self._partition.refresh()
+        self._beat.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._beat.join()
+        self._partition.stop()
+        self._liveness.stop()
 
 
 def load(tracker, policy_ids):
@@ -123,7 +159,7 @@ def load(tracker, policy_ids):
     by_policy = {}
     for target in targets:
         by_policy.setdefault(target.policy_id, []).append(target)
-    tracker.load(policies, by_policy)
+    tracker.load(policies, by_policy, {p.id: p.generation for p in policies})
     return len(targets)
 
 
@@ -155,13 +191,10 @@ def main():
     args = parser.parse_args()
 
     cfg.CONF(['--config-file', str(HEAT_CONF)], project='heat')
-    # Answer the engines' liveness probe as the policies' holder, or a
-    # running heat-health-engine takes them over.
+    # Hold the policies as an engine would, or a running
+    # heat-health-engine takes them over.
     messaging.setup()
-    liveness = messaging.get_rpc_server(
-        heat_locks.liveness_target(BENCH_ENGINE),
-        heat_locks.LivenessEndpoint())
-    liveness.start()
+    holder = Holder().__enter__()
     admin = localcloud.Cloud('admin')
     start = time.perf_counter()
     nova, booted = boot_servers(admin, args.servers, args.projects)
@@ -171,7 +204,7 @@ def main():
           % (len(servers), booted, time.perf_counter() - start))
 
     notifier = CountingNotifier()
-    tracker = tracker_mod.Tracker('bench', notifier=notifier)
+    tracker = tracker_mod.Tracker(BENCH_ENGINE, 'bench', notifier=notifier)
     policy_ids = register(servers, args.policies, args.interval)
     try:
         print('registered %d policies, %d targets'
@@ -216,7 +249,7 @@ def main():
             nova.servers.start(server_id)
     finally:
         unregister(policy_ids)
-        liveness.stop()
+        holder.__exit__(None, None, None)
 
 
 if __name__ == '__main__':

@@ -61,7 +61,10 @@ class Partition(object):
                 coordinator.create_group(GROUP).get()
             except coordination.GroupAlreadyExist:
                 pass
-            coordinator.join_group(GROUP).get()
+            try:
+                coordinator.join_group(GROUP).get()
+            except coordination.MemberAlreadyExist:
+                pass  # joined before this process, and not yet expired
         except coordination.ToozError as e:
             LOG.error('Cannot join the coordination group at the '
                       '[coordination] backend_url: %s; this engine claims '
@@ -84,6 +87,12 @@ class Partition(object):
         try:
             self._coordinator.heartbeat()
             found = self._coordinator.get_members(GROUP).get()
+            if self.engine_id.encode() not in found:
+                # Another member removed this one when its heartbeat
+                # lapsed; the Redis driver reads the group without saying
+                # so.
+                raise coordination.MemberNotJoined(GROUP,
+                                                   self.engine_id.encode())
         except coordination.MemberNotJoined:
             LOG.warning('Engine %s was dropped from the coordination group '
                         '(its heartbeat lapsed): joining again',

@@ -238,11 +238,14 @@ class Tracker(object):
         return server_id in self._by_server
 
     def servers(self, modes=None):
-        """Ids of the servers watched (with one of ``modes`` if given)."""
+        """Ids of the servers watched (with one of ``modes`` if given).
+
+        :param modes: a mode, or a collection of modes.
+        """
         with self._lock:
             if modes is None:
                 return set(self._by_server)
-            modes = set(modes)
+            modes = {modes} if isinstance(modes, str) else set(modes)
             return {server_id for server_id, targets in self._by_server.items()
                     if any(modes.intersection(t.policy.modes)
                            for t in targets)}
