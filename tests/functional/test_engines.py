@@ -46,25 +46,23 @@ class Fleet(object):
             found[report['stack_id']] = policy['engine_id']
         return found
 
-    def servers(self, path):
-        """{stack id: server id at that path}."""
+    def targets(self, path):
+        """{stack id: the target at that path} from every report."""
         found = {}
         for report in self.reports():
             for target in report['policies'][0]['targets']:
                 if target['path'] == path:
-                    found[report['stack_id']] = target['server_id']
+                    found[report['stack_id']] = target
         return found
+
+    def servers(self, path):
+        """{stack id: server id at that path}."""
+        return {s: t['server_id'] for s, t in self.targets(path).items()}
 
     def states(self, path):
         """{stack id: (state, source of its last observation)}."""
-        found = {}
-        for report in self.reports():
-            for target in report['policies'][0]['targets']:
-                if target['path'] == path:
-                    observation = target['last_observation'] or {}
-                    found[report['stack_id']] = (target['state'],
-                                                 observation.get('source'))
-        return found
+        return {s: (t['state'], (t['last_observation'] or {}).get('source'))
+                for s, t in self.targets(path).items()}
 
     def wait_states(self, path, state, stack_ids, timeout):
         def done():
