@@ -337,9 +337,16 @@ def target_sync(policy_id, places, grace_seconds, graced=()):
 # Target health decided by the monitor, and the health report.
 
 def _fenced_update(engine_id, now, columns, extra=()):
+    """UPDATE of target ``v_id`` while it holds server ``v_server_id``.
+
+    What was seen or decided of a server never lands on the server Heat
+    put at its place since (the row is the place's).
+    """
     T = models.Target.__table__
     return sa.update(T).where(
-        T.c.id == sa.bindparam('v_id'), _owned_by(engine_id, now),
+        T.c.id == sa.bindparam('v_id'),
+        T.c.server_id == sa.bindparam('v_server_id'),
+        _owned_by(engine_id, now),
         *extra).values({c: sa.bindparam('v_' + c) for c in columns})
 
 
@@ -347,12 +354,14 @@ def target_transition(engine_id, changes):
     """Store state changes of targets, each only if still true; at once.
 
     :param changes: [{'target': {id, state, ...columns to set},
-        'old_state': the state it is expected to be in, 'generation': the
-        owning policy's generation as this engine holds it, 'event':
-        heat_health_event row}].
+        'old_state': the state it is expected to be in, 'server_id': the
+        server it was decided of, 'generation': the owning policy's
+        generation as this engine holds it, 'event': heat_health_event
+        row}].
     A change is written only where the target is still in ``old_state``
-    and its policy is still this engine's under that generation with a
-    live lease: one conditional UPDATE each. The event rows of the
+    with that server, and its policy is still this engine's under that
+    generation with a live lease: one conditional UPDATE each. The event
+    rows of the
     changes written are inserted in the same transaction.
     Returns the ids of the targets changed.
     """
@@ -369,6 +378,7 @@ def target_transition(engine_id, changes):
                 [T.c.state == sa.bindparam('v_old_state')])
             params = {'v_' + c: v for c, v in values.items()}
             params.update(v_old_state=change['old_state'],
+                          v_server_id=change['server_id'],
                           v_generation=change['generation'])
             if session.execute(statement, params).rowcount == 1:
                 done.add(values['id'])
@@ -381,8 +391,10 @@ def target_transition(engine_id, changes):
 def target_observations_store(engine_id, rows):
     """Store the latest observations of targets this engine owns.
 
-    :param rows: [{'id', 'generation', observation columns...}]; rows of
-        a policy the engine no longer owns are not written.
+    :param rows: [{'id', 'server_id' (the server observed),
+        'generation', observation columns...}]; rows of a policy the
+        engine no longer owns, or whose place holds another server now,
+        are not written.
     """
     by_columns = {}
     for row in rows:
@@ -392,7 +404,8 @@ def target_observations_store(engine_id, rows):
         for columns, group in by_columns.items():
             statement = _fenced_update(
                 engine_id, now,
-                [c for c in columns if c not in ('id', 'generation')])
+                [c for c in columns
+                 if c not in ('id', 'server_id', 'generation')])
             session.execute(statement, [{'v_' + c: v for c, v in r.items()}
                                         for r in group])
 

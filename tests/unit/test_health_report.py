@@ -1,5 +1,6 @@
 """GET .../health: the paste filter's rule and the engine's report."""
 
+import datetime
 import json
 
 from heat.api.middleware import fault
@@ -99,6 +100,9 @@ class TestEngineReport(test_engine_endpoint.StackTestCase):
             session.add(models.Policy(
                 id='pol-1', stack_id=self.top.id, resource_name='health',
                 project_id='tenant-1', enabled=True, engine_id='e-1',
+                lease_expires_at=(timeutils.utcnow() +
+                                  datetime.timedelta(minutes=5)),
+                generation=3,
                 spec={'detection': {'interval': 5,
                                     'recovery_conditional': 'ANY_FAILED',
                                     'detection_modes': [
@@ -107,23 +111,29 @@ class TestEngineReport(test_engine_endpoint.StackTestCase):
             session.add(models.Target(
                 policy_id='pol-1', server_id='srv-1', stack_id=self.top.id,
                 resource_name='web', path='web', state='HEALTHY'))
-        db_api.target_health_record(
-            [{'id': 1, 'state': 'UNHEALTHY',
-              'state_reason': 'Nova status SHUTOFF',
-              'observation': 'UNHEALTHY',
-              'observation_reason': 'Nova status SHUTOFF',
-              'observation_source': 'NODE_STATUS_POLLING',
-              'observed_at': timeutils.utcnow()}],
-            [{'policy_id': 'pol-1', 'server_id': 'srv-1',
-              'old_state': 'HEALTHY', 'new_state': 'UNHEALTHY',
-              'reason': 'Nova status SHUTOFF',
-              'source': 'NODE_STATUS_POLLING'}])
+        # Stored as the owning engine's tracker stores a change.
+        done = db_api.target_transition('e-1', [{
+            'target': {'id': 1, 'state': 'UNHEALTHY',
+                       'state_reason': 'Nova status SHUTOFF',
+                       'state_since': timeutils.utcnow(),
+                       'observation': 'UNHEALTHY',
+                       'observation_reason': 'Nova status SHUTOFF',
+                       'observation_source': 'NODE_STATUS_POLLING',
+                       'observed_at': timeutils.utcnow()},
+            'old_state': 'HEALTHY', 'server_id': 'srv-1', 'generation': 3,
+            'event': {'policy_id': 'pol-1', 'server_id': 'srv-1',
+                      'old_state': 'HEALTHY', 'new_state': 'UNHEALTHY',
+                      'reason': 'Nova status SHUTOFF',
+                      'source': 'NODE_STATUS_POLLING',
+                      'created_at': timeutils.utcnow()}}])
+        self.assertEqual({1}, done)
         report = self._report(self.top)
         json.dumps(report)
         policy, = report['policies']
-        self.assertEqual(('pol-1', 'health', True, 'e-1'),
+        self.assertEqual(('pol-1', 'health', True, False, 'e-1', 3),
                          (policy['id'], policy['resource_name'],
-                          policy['enabled'], policy['engine_id']))
+                          policy['enabled'], policy['suspended'],
+                          policy['engine_id'], policy['generation']))
         self.assertEqual({'UNHEALTHY': 1}, policy['counts'])
         target, = policy['targets']
         self.assertEqual(('srv-1', 'web', 'UNHEALTHY', 'Nova status SHUTOFF'),

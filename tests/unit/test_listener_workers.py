@@ -6,6 +6,7 @@ what it receives, and what it does when a worker dies or must stop.
 """
 
 import datetime
+import json
 import sys
 import textwrap
 import threading
@@ -56,8 +57,8 @@ class Collected(object):
 def test_observation_survives_the_trip_between_processes():
     sent = obs.Observation(SERVER, obs.UNHEALTHY, 'Nova notification x',
                            obs.LIFECYCLE_EVENTS, WHEN)
-    line = lw._encode(sent)
-    assert lw._decode(__import__('json').loads(line)['o']) == sent
+    line = json.dumps({'o': obs.to_wire(sent)})
+    assert obs.from_wire(json.loads(line)['o']) == sent
 
 
 def test_watched_servers_reach_every_worker_and_observations_come_back():

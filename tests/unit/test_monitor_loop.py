@@ -1,22 +1,32 @@
 """The monitor loop with a fake registry and a fake Nova."""
 
+import datetime
 import types
+
+from oslo_utils import timeutils
 
 from heat_health.common import nova_adapter
 from heat_health.db import api as db_api
 from heat_health.db import models
 from heat_health.engine.monitor import monitor
+from heat_health.engine import policy_spec
+from heat_health.engine import targets
 from tests.unit import base
 from tests.unit import test_monitor_nova_status as fakes
 
+LEASE_END = timeutils.utcnow() + datetime.timedelta(days=1)
+
 
 def _policy(policy_id, interval=5, modes=('NODE_STATUS_POLLING',)):
+    spec = {'detection': {
+        'interval': interval, 'recovery_conditional': 'ANY_FAILED',
+        'node_update_timeout': 0,
+        'detection_modes': [{'type': m, 'options': {'poll_url': 'u'}}
+                            for m in modes]}}
     return types.SimpleNamespace(
         id=policy_id, stack_id='stack-' + policy_id, enabled=True,
-        spec={'detection': {
-            'interval': interval, 'recovery_conditional': 'ANY_FAILED',
-            'detection_modes': [{'type': m, 'options': {'poll_url': 'u'}}
-                                for m in modes]}})
+        suspended=False, spec=spec,
+        parsed=policy_spec.PolicySpec.parse(spec))
 
 
 class FakeUrlChecker(object):
@@ -33,15 +43,30 @@ class FakeUrlChecker(object):
 
 
 class FakeRegistry(object):
+    """Policies owned by engine-1 (generation 0) and their targets.
+
+    Targets are stored as target_sync stores them (NO_DATA); ``busy``
+    holds the places a stack action works on.
+    """
+
+    partition = None
+    lease_seconds = 30
+
     def __init__(self, policies, servers):
         self.policies = policies
         self.servers = servers
-        self.in_progress = set()
+        self.busy = set()   # (policy id, server) whose place is busy
         self.refreshed = []
         self.released = False
 
     def claim(self):
         return list(self.policies)
+
+    def free_dead_owners(self):
+        return 0
+
+    def generation(self, policy_id):
+        return 0
 
     def refresh_all(self, policies):
         self.refreshed.append(sorted(p.id for p in policies))
@@ -52,13 +77,15 @@ class FakeRegistry(object):
                     session.add(models.Policy(
                         id=policy.id, stack_id=policy.stack_id,
                         resource_name='health', project_id='p',
-                        spec=policy.spec, enabled=True))
+                        spec=policy.spec, enabled=True,
+                        engine_id='engine-1', generation=0,
+                        lease_expires_at=LEASE_END))
                     session.flush()
                     for server in self.servers[policy.id]:
                         session.add(models.Target(
                             policy_id=policy.id, server_id=server,
                             stack_id=policy.stack_id, resource_name=server,
-                            path=server, state='HEALTHY'))
+                            path=server, state='NO_DATA'))
         with db_api._facade.reader.using(db_api._Session()) as session:
             for policy in policies:
                 rows = session.query(models.Target).filter_by(
@@ -68,8 +95,12 @@ class FakeRegistry(object):
                 result[policy.id] = rows
         return result
 
-    def stack_in_progress(self, policy):
-        return policy.id in self.in_progress
+    def resolution(self, policy):
+        busy = frozenset((policy.stack_id, server)
+                         for pid, server in self.busy if pid == policy.id)
+        return targets.Resolution({}, busy, False, [], ())
+
+    resolve_now = resolution
 
     def release(self):
         self.released = True
@@ -103,37 +134,56 @@ class TestMonitor(base.HeatHealthTestCase):
 
     def test_one_nova_query_for_all_policies_when_due(self):
         self.monitor.tick()
-        self.assertEqual(['all'], self.nova.calls)
+        # Newly watched servers are looked up by id at once, then the
+        # listing of the policies due serves them all.
+        self.assertEqual([('ids', ('s1', 's2', 's3')), 'all'],
+                         self.nova.calls)
         self.assertEqual([['pa', 'pb']], self.registry.refreshed)
         self.nova.changed = {'s2': nova_adapter.Server('SHUTOFF', {})}
         self.time += 1
         self.monitor.tick()
-        self.assertEqual(1, len(self.nova.calls))  # nobody due yet
+        self.assertEqual(2, len(self.nova.calls))  # nobody due yet
         self.time += 5
         self.monitor.tick()
-        self.assertEqual(2, len(self.nova.calls))
-        self.assertEqual('changed', self.nova.calls[1][0])
+        self.assertEqual(3, len(self.nova.calls))
+        self.assertEqual('changed', self.nova.calls[2][0])
         states = self._states()
         self.assertEqual('UNHEALTHY', states[('pa', 's2')])
         self.assertEqual('UNHEALTHY', states[('pb', 's2')])
         self.assertEqual('HEALTHY', states[('pa', 's1')])
 
+    def test_new_targets_have_no_data_until_nova_answers(self):
+        self.nova.error = 'computeFault: 500'
+        self.monitor.tick()
+        self.assertEqual({'NO_DATA'}, set(self._states().values()))
+        self.assertEqual({'NO_DATA'},
+                         set(self.monitor.tracker.states().values()))
+        self.nova.error = None
+        self.time += 20
+        self.monitor.tick()
+        self.assertEqual({'HEALTHY'}, set(self._states().values()))
+
     def test_api_errors_change_nothing(self):
         self.monitor.tick()
+        self.assertEqual({'HEALTHY'}, set(self._states().values()))
         self.nova.error = 'computeFault: 500'
         for _ in range(3):
             self.time += 5
             self.monitor.tick()
         self.assertEqual({'HEALTHY'}, set(self._states().values()))
 
-    def test_stack_in_progress_holds_decisions(self):
-        self.registry.in_progress.add('pa')
+    def test_stack_action_on_a_target_holds_only_its_failure(self):
         self.monitor.tick()
-        self.nova.changed = {'s1': nova_adapter.Server('DELETED', {})}
+        self.registry.busy.add(('pa', 's1'))
+        self.nova.changed = {'s1': nova_adapter.Server('DELETED', {}),
+                             's2': nova_adapter.Server('SHUTOFF', {})}
         self.time += 5
         self.monitor.tick()
-        self.assertEqual('HEALTHY', self._states()[('pa', 's1')])
-        self.registry.in_progress.clear()
+        states = self._states()
+        self.assertEqual('HEALTHY', states[('pa', 's1')])
+        # Another target of the same policy is not suppressed.
+        self.assertEqual('UNHEALTHY', states[('pa', 's2')])
+        self.registry.busy.clear()
         self.time += 5
         self.monitor.tick()
         self.assertEqual('UNHEALTHY', self._states()[('pa', 's1')])
@@ -148,8 +198,8 @@ class TestMonitor(base.HeatHealthTestCase):
             'NODE_STATUS_POLL_URL',))]
         self.registry.servers['pu'] = ['s1', 's3']
         self.monitor.tick()
-        # Nova is listed for the addresses, then the URLs are checked.
-        self.assertEqual(['all'], self.nova.calls)
+        # Nova is asked for the addresses, then the URLs are checked.
+        self.assertEqual([('ids', ('s1', 's3')), 'all'], self.nova.calls)
         self.assertEqual({('s1', ('10.0.0.1',)), ('s3', ('10.0.0.3',))},
                          {(t.server_id, tuple(t.addresses))
                           for t, _o in self.urls.submitted})

@@ -37,6 +37,10 @@ class FakeNova(object):
         self._call(('changed', since))
         return dict(self.changed)
 
+    def list_by_ids(self, server_ids):
+        self._call(('ids', tuple(sorted(server_ids))))
+        return {s: self.servers[s] for s in server_ids if s in self.servers}
+
     def list_page(self, marker=None):
         self._call(('page', marker))
         ids = sorted(s for s in self.servers if marker is None or s > marker)
@@ -143,6 +147,48 @@ class TestStatusPoller(base.HeatHealthTestCase):
         self._poll()
         self.assertEqual([], self.nova.calls)
 
+    def test_lookup_gives_newly_watched_servers_a_verdict_at_once(self):
+        self.nova.servers['b'] = _server('SHUTOFF')
+        self.nova.servers['c'] = nova_adapter.Server('ACTIVE', ['10.0.0.3'],
+                                                     'vm-c')
+        self.nova.servers['d'] = _server('BUILD')
+        self.assertEqual(2, self.poller.lookup({'b', 'c', 'd', 'gone'}))
+        self.assertEqual([('ids', ('b', 'c', 'd', 'gone'))], self.nova.calls)
+        # The verdict stands for the notifications too: an event-only
+        # policy has a verdict before any notification arrives.
+        self.assertEqual(
+            {('b', obs.NODE_STATUS_POLLING, obs.UNHEALTHY),
+             ('b', obs.LIFECYCLE_EVENTS, obs.UNHEALTHY),
+             ('c', obs.NODE_STATUS_POLLING, obs.HEALTHY),
+             ('c', obs.LIFECYCLE_EVENTS, obs.HEALTHY)},
+            {(o.server_id, o.source, o.verdict) for o in self.seen})
+        # Its name and addresses are known for poll URLs.
+        self.assertEqual('vm-c', self.poller.listed['c'].name)
+        # A server missing from the answer is no verdict: only the full
+        # listing tells it is gone.
+        self.assertNotIn('gone', {o.server_id for o in self.seen})
+        # What was looked up is known: the first listing passes on news
+        # only.
+        seen = self._poll()
+        self.assertNotIn('b', seen)
+        self.assertNotIn('c', seen)
+
+    def test_lookup_errors_are_no_verdict(self):
+        self.nova.error = 'computeFault: 500'
+        self.assertEqual(0, self.poller.lookup({'a'}))
+        self.assertEqual([], self.seen)
+        self.assertEqual(0, self.poller.lookup(set()))
+        self.assertEqual(1, len(self.nova.calls))
+
+    def test_forgotten_server_is_reported_again(self):
+        self._poll()
+        self.poller.forget({'a'})
+        self.assertNotIn('a', self.poller.listed)
+        self.nova.changed = {'a': _server('ACTIVE'), 'b': _server('ACTIVE')}
+        seen = self._poll()
+        # b was known ACTIVE: skipped; a is news again once watched anew.
+        self.assertEqual({'a': (obs.HEALTHY, 'Nova status ACTIVE')}, seen)
+
 
 class TestAdapter(base.HeatHealthTestCase):
 
@@ -182,6 +228,22 @@ class TestAdapter(base.HeatHealthTestCase):
         self.assertIn('all_tenants=1', http.urls[0])
         self.assertIn('marker=s2', http.urls[1])
         self.assertEqual(2, adapter.requests)
+
+    def test_by_ids_in_batches(self):
+        ids = ['id-%03d' % n for n in range(nova_adapter.BY_ID_BATCH + 1)]
+        adapter, http = self._adapter(
+            {'servers': [{'id': 'id-000', 'status': 'ACTIVE',
+                          'name': 'vm-0'}]},
+            {'servers': []})
+        servers = adapter.list_by_ids(ids)
+        self.assertEqual({'id-000': nova_adapter.Server('ACTIVE', [],
+                                                        'vm-0')}, servers)
+        self.assertEqual(2, len(http.urls))
+        self.assertIn('all_tenants=1', http.urls[0])
+        self.assertEqual(nova_adapter.BY_ID_BATCH,
+                         http.urls[0].count('uuid='))
+        self.assertIn('uuid=id-080', http.urls[1])
+        self.assertEqual(1, http.urls[1].count('uuid='))
 
     def test_changes_since_query(self):
         adapter, http = self._adapter({'servers': []})

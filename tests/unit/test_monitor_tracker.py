@@ -1,18 +1,26 @@
-"""The tracker on our real tables: decisions, suppression, records."""
+"""The tracker on our real tables: decisions, suppression, records.
+
+The database is the truth: a change is in memory (``states()``) and
+announced only once it is stored, under this engine's lease and generation.
+"""
 
 import datetime
+import sqlite3
 import threading
-import types
+
+from oslo_utils import timeutils
+import sqlalchemy as sa
 
 from heat_health.db import api as db_api
 from heat_health.db import models
 from heat_health.engine.monitor import observation as obs
 from heat_health.engine.monitor import tracker
+from heat_health.engine import targets
 from tests.unit import base
 
-T0 = datetime.datetime(2026, 1, 1, 12, 0, 0)
 POLL = obs.NODE_STATUS_POLLING
 EVENTS = obs.LIFECYCLE_EVENTS
+ENGINE = 'engine-1'
 
 
 class FakeNotifier(object):
@@ -22,6 +30,10 @@ class FakeNotifier(object):
     def info(self, ctxt, event_type, payload):
         self.sent.append((event_type, payload))
 
+    def changes(self):
+        return [(p['server_id'], p['old_state'], p['new_state'])
+                for _e, p in self.sent]
+
 
 def _spec(modes, conditional='ANY_FAILED', interval=5):
     return {'detection': {
@@ -30,48 +42,86 @@ def _spec(modes, conditional='ANY_FAILED', interval=5):
         'detection_modes': [{'type': m, 'options': {}} for m in modes]}}
 
 
+def _resolution(busy=(), suspended=False):
+    return targets.Resolution({}, frozenset(busy), suspended, [], ())
+
+
 class TestTracker(base.HeatHealthTestCase):
 
     def setUp(self):
         super(TestTracker, self).setUp()
         self.setup_health_db()
-        self.now = T0
-        self.busy = set()
+        # Leases and a resume's grace are on the database's clock: the
+        # tracker's starts from the same time.
+        self.t0 = timeutils.utcnow()
+        self.now = self.t0
+        self.lease_end = self.t0 + datetime.timedelta(days=1)
+        self.fresh = {}       # policy id -> Resolution asked before failing
         self.notifier = FakeNotifier()
-        self.tracker = tracker.Tracker(
-            'host-1', in_progress=lambda pid: pid in self.busy,
+        self.tracker = self._tracker(ENGINE)
+
+    def _tracker(self, engine_id):
+        return tracker.Tracker(
+            engine_id, 'host-1', fresh_resolution=self.fresh.get,
             notifier=self.notifier, clock=lambda: self.now)
 
     def _add_policy(self, policy_id, servers, modes=(POLL,),
-                    conditional='ANY_FAILED', state='HEALTHY', grace=None):
+                    conditional='ANY_FAILED', state='HEALTHY', grace=None,
+                    generation=1):
         with db_api._facade.writer.using(db_api._Session()) as session:
             session.add(models.Policy(
                 id=policy_id, stack_id='stack-' + policy_id,
                 resource_name='health', project_id='p1',
-                spec=_spec(modes, conditional), enabled=True))
+                spec=_spec(modes, conditional), enabled=True,
+                engine_id=ENGINE, lease_expires_at=self.lease_end,
+                generation=generation))
             session.flush()
             for server in servers:
                 session.add(models.Target(
                     policy_id=policy_id, server_id=server,
                     stack_id='stack-' + policy_id, resource_name=server,
-                    path='group/' + server, state=state, state_since=T0,
+                    path='group/' + server, state=state, state_since=self.t0,
                     grace_until=grace))
 
-    def _load(self):
+    def _update_policy(self, policy_id, **values):
+        with db_api._facade.writer.using(db_api._Session()) as session:
+            session.query(models.Policy).filter_by(id=policy_id).update(
+                values)
+
+    def _load(self, resolutions=None, engine_id=ENGINE):
+        """Load what the monitor hands the tracker, as stored.
+
+        The policies this engine owns, their targets and generations.
+        """
         with db_api._facade.reader.using(db_api._Session()) as session:
-            policies = session.query(models.Policy).all()
+            policies = session.query(models.Policy).filter_by(
+                engine_id=engine_id).all()
             rows = session.query(models.Target).all()
             for row in policies + rows:
                 session.expunge(row)
         by_policy = {}
         for row in rows:
             by_policy.setdefault(row.policy_id, []).append(row)
-        self.tracker.load(policies, by_policy)
+        self.tracker.load(policies, by_policy,
+                          {p.id: p.generation for p in policies},
+                          resolutions)
+        self.ids = {(row.policy_id, row.server_id): row.id for row in rows}
 
     def _rows(self):
         with db_api._facade.reader.using(db_api._Session()) as session:
             return {(t.policy_id, t.server_id): t
                     for t in session.query(models.Target)}
+
+    def _stored(self, policy_id, server):
+        return self._rows()[(policy_id, server)].state
+
+    def _believed(self, policy_id, server):
+        return self.tracker.states()[self.ids[(policy_id, server)]]
+
+    def _state(self, policy_id, server):
+        """(in the database, in memory): always the same here."""
+        return (self._stored(policy_id, server),
+                self._believed(policy_id, server))
 
     def _observe(self, server, verdict, source=POLL, reason=None):
         self.tracker.observe(obs.Observation(
@@ -91,7 +141,8 @@ class TestTracker(base.HeatHealthTestCase):
                              (row.state, row.state_reason))
             self.assertEqual((obs.UNHEALTHY, POLL),
                              (row.observation, row.observation_source))
-        self.assertEqual('HEALTHY', rows[('pa', 's2')].state)
+            self.assertEqual('UNHEALTHY', self._believed(policy, 's1'))
+        self.assertEqual(('HEALTHY', 'HEALTHY'), self._state('pa', 's2'))
         events = db_api.event_get_recent(['pa', 'pb'])
         self.assertEqual({('pa', 'HEALTHY', 'UNHEALTHY', POLL),
                           ('pb', 'HEALTHY', 'UNHEALTHY', POLL)},
@@ -107,7 +158,7 @@ class TestTracker(base.HeatHealthTestCase):
         self.assertIn(payload['stack_id'], ('stack-pa', 'stack-pb'))
         # Healthy again: a second change, recorded the same way.
         self._observe('s1', obs.HEALTHY)
-        self.assertEqual('HEALTHY', self._rows()[('pa', 's1')].state)
+        self.assertEqual(('HEALTHY', 'HEALTHY'), self._state('pa', 's1'))
         self.assertEqual(4, len(self.notifier.sent))
 
     def test_unknown_never_changes_the_state(self):
@@ -125,56 +176,236 @@ class TestTracker(base.HeatHealthTestCase):
         self._add_policy('pa', ['s1'], modes=(POLL,))
         self._load()
         self._observe('s1', obs.UNHEALTHY, source=EVENTS)
-        self.assertEqual('HEALTHY', self._rows()[('pa', 's1')].state)
+        self.assertEqual(('HEALTHY', 'HEALTHY'), self._state('pa', 's1'))
 
     def test_late_older_observation_does_not_override(self):
         self._add_policy('pa', ['s1'], modes=(EVENTS,))
         self._load()
-        self.now = T0 + datetime.timedelta(seconds=10)
+        self.now = self.t0 + datetime.timedelta(seconds=10)
         self._observe('s1', obs.UNHEALTHY, source=EVENTS,
                       reason='instance.power_off.end')
-        self.now = T0 + datetime.timedelta(seconds=5)
+        self.now = self.t0 + datetime.timedelta(seconds=5)
         self._observe('s1', obs.HEALTHY, source=EVENTS,
                       reason='instance.power_on.end')
-        self.assertEqual('UNHEALTHY', self._rows()[('pa', 's1')].state)
+        self.assertEqual(('UNHEALTHY', 'UNHEALTHY'), self._state('pa', 's1'))
 
     def test_all_failed_needs_every_mode(self):
         self._add_policy('pa', ['s1'], modes=(POLL, EVENTS),
                          conditional='ALL_FAILED')
         self._load()
         self._observe('s1', obs.UNHEALTHY)
-        self.assertEqual('SUSPECT', self._rows()[('pa', 's1')].state)
+        self.assertEqual(('SUSPECT', 'SUSPECT'), self._state('pa', 's1'))
         self._observe('s1', obs.UNHEALTHY, source=EVENTS)
-        self.assertEqual('UNHEALTHY', self._rows()[('pa', 's1')].state)
+        self.assertEqual(('UNHEALTHY', 'UNHEALTHY'), self._state('pa', 's1'))
 
-    def test_grace_suppresses_then_decides(self):
-        self._add_policy('pa', ['s1', 's2'], state='INIT',
-                         grace=T0 + datetime.timedelta(seconds=30))
+    def test_no_verdict_is_no_data(self):
+        self._add_policy('pa', ['s1', 's2'], modes=(POLL,), state='NO_DATA')
+        self._load()
+        self._observe('s1', obs.UNKNOWN, reason='Nova API unavailable')
+        self._observe('s2', obs.UNHEALTHY, source=EVENTS)
+        self.tracker.settle()
+        self.tracker.flush()
+        for server in ('s1', 's2'):
+            self.assertEqual(('NO_DATA', 'NO_DATA'),
+                             self._state('pa', server))
+        self.assertEqual([], self.notifier.sent)
+        self.assertEqual([], db_api.event_get_recent(['pa']))
+
+    def test_grace_holds_failures_not_health(self):
+        self._add_policy('pa', ['s1', 's2', 's3'], state='NO_DATA',
+                         grace=self.t0 + datetime.timedelta(seconds=30))
         self._load()
         self._observe('s1', obs.UNHEALTHY)
+        # A server that answers is healthy at once, grace or not.
+        self._observe('s3', obs.HEALTHY)
         self.tracker.settle()
-        self.assertEqual('INIT', self._rows()[('pa', 's1')].state)
+        self.assertEqual(('NO_DATA', 'NO_DATA'), self._state('pa', 's1'))
+        self.assertEqual(('HEALTHY', 'HEALTHY'), self._state('pa', 's3'))
         self.now += datetime.timedelta(seconds=31)
         self.tracker.settle()
-        rows = self._rows()
-        self.assertEqual('UNHEALTHY', rows[('pa', 's1')].state)
-        # Silent detectors and no failure: healthy once the grace ends.
-        self.assertEqual('HEALTHY', rows[('pa', 's2')].state)
+        self.assertEqual(('UNHEALTHY', 'UNHEALTHY'), self._state('pa', 's1'))
+        # Silent detectors: still no verdict once the grace ends.
+        self.assertEqual(('NO_DATA', 'NO_DATA'), self._state('pa', 's2'))
+        self.assertEqual([('s3', 'NO_DATA', 'HEALTHY'),
+                          ('s1', 'NO_DATA', 'UNHEALTHY')],
+                         self.notifier.changes())
 
-    def test_stack_in_progress_suppresses(self):
+    def test_stack_action_holds_only_the_failure_of_its_target(self):
+        self._add_policy('pa', ['s1', 's2'])
+        busy = _resolution(busy=[('stack-pa', 's1')])
+        self._load({'pa': busy})
+        self._observe('s1', obs.UNHEALTHY)
+        self._observe('s2', obs.UNHEALTHY)
+        self.tracker.settle()
+        self.assertEqual(('HEALTHY', 'HEALTHY'), self._state('pa', 's1'))
+        self.assertEqual(('UNHEALTHY', 'UNHEALTHY'), self._state('pa', 's2'))
+        self.assertEqual([('s2', 'HEALTHY', 'UNHEALTHY')],
+                         self.notifier.changes())
+        # The stack action ends with the server still failed.
+        self._load({'pa': _resolution()})
+        self.tracker.settle()
+        self.assertEqual(('UNHEALTHY', 'UNHEALTHY'), self._state('pa', 's1'))
+        self.assertEqual(2, len(self.notifier.sent))
+
+    def test_stack_action_started_since_the_load_holds_the_failure(self):
+        self._add_policy('pa', ['s1'])
+        self._load({'pa': _resolution()})
+        # Heat's database, read just before a failure is stored.
+        self.fresh['pa'] = _resolution(busy=[('stack-pa', 's1')])
+        self._observe('s1', obs.UNHEALTHY)
+        self.assertEqual(('HEALTHY', 'HEALTHY'), self._state('pa', 's1'))
+        self.fresh['pa'] = _resolution()
+        self.tracker.settle()
+        self.assertEqual(('UNHEALTHY', 'UNHEALTHY'), self._state('pa', 's1'))
+
+    def test_suspended_holds_every_change(self):
+        self._add_policy('pa', ['s1'])
+        self._add_policy('pb', ['s2'])
+        # pa's stack is suspended (as heat-engine tells it), pb's is
+        # found suspended in Heat's database.
+        db_api.policy_set_suspended('pa', True)
+        self._load({'pb': _resolution(suspended=True)})
+        self._observe('s1', obs.UNHEALTHY, reason='Nova status SHUTOFF')
+        self._observe('s2', obs.UNHEALTHY, reason='Nova status SUSPENDED')
+        self.tracker.settle()
+        self.assertEqual(('HEALTHY', 'HEALTHY'), self._state('pa', 's1'))
+        self.assertEqual(('HEALTHY', 'HEALTHY'), self._state('pb', 's2'))
+        self.assertEqual([], self.notifier.sent)
+        # Resumed: pb's server is judged at once; pa's servers get the
+        # grace to start again, then the one that did not come back is
+        # decided.
+        db_api.policy_set_suspended('pa', False, grace_seconds=60)
+        self._load({'pb': _resolution()})
+        self.tracker.settle()
+        self.assertEqual(('HEALTHY', 'HEALTHY'), self._state('pa', 's1'))
+        self.assertEqual(('UNHEALTHY', 'UNHEALTHY'), self._state('pb', 's2'))
+        self.now = timeutils.utcnow() + datetime.timedelta(seconds=61)
+        self.tracker.settle()
+        self.assertEqual(('UNHEALTHY', 'UNHEALTHY'), self._state('pa', 's1'))
+
+    def test_suspend_found_just_before_storing_holds_the_failure(self):
         self._add_policy('pa', ['s1'])
         self._load()
-        self.busy.add('pa')
+        self.fresh['pa'] = _resolution(suspended=True)
         self._observe('s1', obs.UNHEALTHY)
-        self.assertEqual('HEALTHY', self._rows()[('pa', 's1')].state)
+        self.assertEqual(('HEALTHY', 'HEALTHY'), self._state('pa', 's1'))
+
+    def test_heat_unreadable_before_a_failure_decides_it_later(self):
+        self._add_policy('pa', ['s1'])
+        self._load()
+        calls = []
+
+        def unreadable(policy_id):
+            calls.append(policy_id)
+            if len(calls) == 1:
+                raise sa.exc.OperationalError('SELECT', {}, 'gone away')
+            return None
+        self.tracker._fresh_resolution = unreadable
+        self._observe('s1', obs.UNHEALTHY)
+        self.assertEqual(('HEALTHY', 'HEALTHY'), self._state('pa', 's1'))
+        self.tracker.settle()
+        self.assertEqual(('UNHEALTHY', 'UNHEALTHY'), self._state('pa', 's1'))
+        self.assertEqual(['pa', 'pa'], calls)
+
+    def test_disabled_policy_keeps_what_is_stored(self):
+        self._add_policy('pa', ['s1'])
+        self._load()
+        self._observe('s1', obs.UNHEALTHY)
+        self._update_policy('pa', enabled=False)
+        self._load()
+        self._observe('s1', obs.HEALTHY)
+        self.tracker.settle()
+        self.assertEqual(('UNHEALTHY', 'UNHEALTHY'), self._state('pa', 's1'))
+        self._update_policy('pa', enabled=True)
+        self._load()
+        self.tracker.settle()
+        self.assertEqual(('HEALTHY', 'HEALTHY'), self._state('pa', 's1'))
+
+    def test_spec_change_never_erases_a_stored_failure(self):
+        self._add_policy('pa', ['s1'])
+        self._load()
+        self._observe('s1', obs.UNHEALTHY)
+        self.assertEqual(('UNHEALTHY', 'UNHEALTHY'), self._state('pa', 's1'))
+        for change in ({'spec': _spec((POLL,), interval=30)},
+                       {'enabled': False},
+                       # Other modes: the old verdicts go, the state stays.
+                       {'spec': _spec((EVENTS,)), 'enabled': True}):
+            self._update_policy('pa', **change)
+            self._load()
+            self.tracker.settle()
+            self.tracker.flush()
+            self.assertEqual(('UNHEALTHY', 'UNHEALTHY'),
+                             self._state('pa', 's1'), change)
+        self.assertEqual(1, len(self.notifier.sent))
+        # A restarted engine reads it back as it was.
+        self.tracker = self._tracker(ENGINE)
+        self._load()
+        self.tracker.settle()
+        self.assertEqual(('UNHEALTHY', 'UNHEALTHY'), self._state('pa', 's1'))
+
+    def test_failed_write_changes_nothing_and_is_retried(self):
+        self._add_policy('pa', ['s1'])
+        self._load()
+        failures = []
+
+        def database_restarting(conn, cursor, statement, params, context,
+                                executemany):
+            if (not failures and statement.startswith(
+                    'UPDATE heat_health_target') and
+                    'state_since' in statement):
+                failures.append(statement)
+                raise sqlite3.OperationalError('disk I/O error')
+        engine = db_api.get_engine()
+        sa.event.listen(engine, 'before_cursor_execute',
+                        database_restarting)
+        self.addCleanup(sa.event.remove, engine, 'before_cursor_execute',
+                        database_restarting)
+        self._observe('s1', obs.UNHEALTHY, reason='Nova status SHUTOFF')
+        self.assertEqual(1, len(failures))
+        self.assertEqual(('HEALTHY', 'HEALTHY'), self._state('pa', 's1'))
         self.assertEqual([], self.notifier.sent)
+        self.assertEqual([], db_api.event_get_recent(['pa']))
+        # The next tick stores it, and it is announced once.
         self.tracker.settle()
-        self.assertEqual('HEALTHY', self._rows()[('pa', 's1')].state)
-        # The stack action ends with the server still failed.
-        self.busy.clear()
-        self.tracker.set_in_progress('pa', False)
+        self.assertEqual(('UNHEALTHY', 'UNHEALTHY'), self._state('pa', 's1'))
+        self.assertEqual([('s1', 'HEALTHY', 'UNHEALTHY')],
+                         self.notifier.changes())
         self.tracker.settle()
-        self.assertEqual('UNHEALTHY', self._rows()[('pa', 's1')].state)
+        self.tracker.flush()
+        self.assertEqual(1, len(self.notifier.sent))
+        self.assertEqual(1, len(db_api.event_get_recent(['pa'])))
+        row = self._rows()[('pa', 's1')]
+        self.assertEqual((obs.UNHEALTHY, 'Nova status SHUTOFF'),
+                         (row.observation, row.observation_reason))
+
+    def test_policy_taken_by_another_engine_fences_the_write(self):
+        self._add_policy('pa', ['s1'])
+        self._add_policy('pb', ['s2'])
+        self._add_policy('pc', ['s3'])
+        self._load()
+        # pa is taken by engine-2; pb is taken back by this engine after
+        # a takeover (this tracker still holds the old generation); pc's
+        # lease ran out.
+        self._update_policy('pa', engine_id='engine-2', generation=2)
+        self._update_policy('pb', generation=3)
+        self._update_policy('pc', lease_expires_at=(
+            timeutils.utcnow() - datetime.timedelta(seconds=1)))
+        for server in ('s1', 's2', 's3'):
+            self._observe(server, obs.UNHEALTHY)
+        self.tracker.settle()
+        self.tracker.flush()
+        for policy, server in (('pa', 's1'), ('pb', 's2'), ('pc', 's3')):
+            self.assertEqual(('HEALTHY', 'HEALTHY'),
+                             self._state(policy, server))
+            # Not even the observation is written.
+            self.assertIsNone(self._rows()[(policy, server)].observation)
+        self.assertEqual([], self.notifier.sent)
+        self.assertEqual([], db_api.event_get_recent(['pa', 'pb', 'pc']))
+        # The new owner's tracker stores it.
+        self.tracker = self._tracker('engine-2')
+        self._load(engine_id='engine-2')
+        self._observe('s1', obs.UNHEALTHY)
+        self.assertEqual(('UNHEALTHY', 'UNHEALTHY'), self._state('pa', 's1'))
 
     def test_restart_resumes_from_the_database(self):
         self._add_policy('pa', ['s1'], modes=(POLL, EVENTS),
@@ -182,20 +413,22 @@ class TestTracker(base.HeatHealthTestCase):
         self._load()
         self._observe('s1', obs.UNHEALTHY)
         self.tracker.flush()
-        self.tracker = tracker.Tracker('host-2', notifier=self.notifier,
-                                       clock=lambda: self.now)
-        self._load()
+        # The engine restarts under a new id and takes the policy again.
+        self._update_policy('pa', engine_id='engine-2', generation=2)
+        self.tracker = self._tracker('engine-2')
+        self._load(engine_id='engine-2')
+        self.assertEqual(('SUSPECT', 'SUSPECT'), self._state('pa', 's1'))
         self._observe('s1', obs.UNHEALTHY, source=EVENTS)
-        self.assertEqual('UNHEALTHY', self._rows()[('pa', 's1')].state)
+        self.assertEqual(('UNHEALTHY', 'UNHEALTHY'), self._state('pa', 's1'))
 
     def test_same_observation_is_stored_once(self):
         self._add_policy('pa', ['s1'])
         self._load()
         calls = []
-        real = db_api.target_health_record
-        self.patchobject(db_api, 'target_health_record',
-                         side_effect=lambda t, e: (calls.append(len(t)),
-                                                   real(t, e)))
+        real = db_api.target_observations_store
+        self.patchobject(db_api, 'target_observations_store',
+                         side_effect=lambda e, rows: (calls.append(len(rows)),
+                                                      real(e, rows)))
         for _ in range(3):
             self._observe('s1', obs.HEALTHY)
             self.tracker.flush()
@@ -204,6 +437,7 @@ class TestTracker(base.HeatHealthTestCase):
         self._observe('s1', obs.HEALTHY)
         self.tracker.flush()
         self.assertEqual([1, 1], calls)
+        self.assertEqual(self.now, self._rows()[('pa', 's1')].observed_at)
 
     def test_observe_from_many_threads(self):
         servers = ['s%d' % i for i in range(50)]
@@ -218,12 +452,48 @@ class TestTracker(base.HeatHealthTestCase):
             thread.join()
         self.assertEqual({'UNHEALTHY'},
                          {r.state for r in self._rows().values()})
+        self.assertEqual({'UNHEALTHY'}, set(self.tracker.states().values()))
         self.assertEqual(50, len(db_api.event_get_recent(['pa'], 100)))
+        self.assertEqual(50, len(self.notifier.sent))
 
     def test_policy_view_reads_the_spec(self):
-        policy = types.SimpleNamespace(id='p', stack_id='s', enabled=True,
-                                       spec=_spec((POLL, EVENTS),
-                                                  'ALL_FAILED', 7))
-        view = tracker.WatchedPolicy(policy)
-        self.assertEqual(((POLL, EVENTS), 'ALL_FAILED', 7),
-                         (view.modes, view.conditional, view.interval))
+        self._add_policy('pa', [], modes=(POLL, EVENTS),
+                         conditional='ALL_FAILED')
+        policy = db_api.policy_get('pa')
+        view = tracker.WatchedPolicy(policy, 4,
+                                     _resolution(busy=[('x', 'y')]))
+        self.assertEqual(((POLL, EVENTS), 'ALL_FAILED', 5, 4),
+                         (view.modes, view.spec.conditional,
+                          view.spec.interval, view.generation))
+        self.assertEqual(frozenset([('x', 'y')]), view.busy)
+        self.assertIsNone(view.frozen())
+
+    def test_news_of_a_replaced_server_never_lands_on_its_successor(self):
+        """News of a server is never stored on its successor.
+
+        Heat replaced s1 by s9 at the same place (the row is kept,
+        NO_DATA) while news of s1 was on its way.
+        """
+        self._add_policy('pa', ['s1'], state='NO_DATA')
+        self._load()
+        place = {('stack-pa', 's1'): {'server_id': 's9', 'path': 'group/s1',
+                                      'addresses': []}}
+        # Seen between two ticks, stored at the end of the next one.
+        self._observe('s1', obs.UNKNOWN, reason='Nova API unavailable')
+        db_api.target_sync('pa', place, 0)
+        self._load()
+        self.tracker.flush()
+        row = self._rows()[('pa', 's9')]
+        self.assertEqual(('NO_DATA', None), (row.state, row.observation))
+        # The tracker had not read the replacement yet when s1's deletion
+        # was seen: the decision about s1 is not stored on s9's row.
+        self._add_policy('pb', ['s2'], state='NO_DATA')
+        self._load()
+        db_api.target_sync('pb', {('stack-pb', 's2'): {
+            'server_id': 's8', 'path': 'group/s2', 'addresses': []}}, 0)
+        self._observe('s2', obs.UNHEALTHY, reason='Nova status DELETED')
+        row = self._rows()[('pb', 's8')]
+        self.assertEqual(('NO_DATA', None), (row.state, row.observation))
+        self.assertEqual([], self.notifier.sent)
+        self.assertEqual([], [e for e in db_api.event_get_recent(['pb'])
+                              if e.new_state != 'NO_DATA'])

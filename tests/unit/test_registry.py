@@ -1,6 +1,7 @@
 """The registry on a real sqlite database, targets from real Heat stacks."""
 
 import datetime
+import threading
 from unittest import mock
 
 import fixtures
@@ -9,14 +10,19 @@ from heat.db import api as heat_db
 from heat.engine import stack as heat_stack
 from heat.engine import template
 from heat.tests import utils
+from oslo_db.sqlalchemy import test_fixtures
 from oslo_utils import timeutils
+from oslotest import base as test_base
+from tooz import hashring
 
 from heat_health.db import api as db_api
+from heat_health.db import migration
 from heat_health.engine import endpoint
 from heat_health.engine import registry
 from heat_health.engine import targets
 from heat_health.objects import policy as policy_object
 from tests.unit import base
+from tests.unit import test_migrations
 
 LEAVES = '''
 heat_template_version: 2018-08-31
@@ -111,11 +117,267 @@ class ClaimTestCase(base.HeatHealthTestCase):
 
     def test_delete_removes_targets(self):
         _policy('p1')
-        db_api.target_sync('p1', {'s1': {'stack_id': 'x', 'path': 'web',
-                                         'resource_name': 'web',
-                                         'addresses': []}}, 10)
+        db_api.target_sync('p1', {('x', 'web'): {'server_id': 's1',
+                                                 'path': 'web',
+                                                 'addresses': []}}, 10)
+        self.assertEqual(1, len(db_api.target_get_all(['p1'])['p1']))
         self.assertTrue(policy_object.Policy.delete('p1'))
         self.assertEqual({'p1': []}, db_api.target_get_all(['p1']))
+        self.assertFalse(policy_object.Policy.delete('p1'))
+
+
+class FakePartition(object):
+    """The engines' group as a Partition shows it, on tooz's hash ring."""
+
+    enabled = True
+
+    def __init__(self, members):
+        self.members = None
+        self.set_members(members)
+
+    def set_members(self, members):
+        self.members = frozenset(members)
+        self._ring = hashring.HashRing(self.members)
+
+    def owner(self, policy_id):
+        return next(iter(self._ring.get_nodes(policy_id.encode())))
+
+
+def _rows():
+    with db_api._facade.reader.using(db_api._Session()) as session:
+        return {p.id: (p.engine_id, p.generation, p.handoff_to)
+                for p in session.query(db_api.models.Policy)}
+
+
+class RingClaimTestCase(base.HeatHealthTestCase):
+    """Claims with a coordination group: the ring says who owns what."""
+
+    def setUp(self):
+        super(RingClaimTestCase, self).setUp()
+        self.setup_health_db()
+        self.ids = ['p%d' % n for n in range(10)]
+        for policy_id in self.ids:
+            _policy(policy_id)
+
+    def _engine(self, engine_id, partition):
+        return registry.Registry(engine_id, lease_seconds=30,
+                                 partition=partition)
+
+    def test_two_engines_split_as_the_ring_says(self):
+        partition = FakePartition(['e1', 'e2'])
+        wanted = {e: {p for p in self.ids if partition.owner(p) == e}
+                  for e in ('e1', 'e2')}
+        # Both engines have a share (the ring spreads ten policies).
+        self.assertTrue(wanted['e1'] and wanted['e2'], wanted)
+        one = self._engine('e1', partition)
+        two = self._engine('e2', partition)
+        self.assertEqual(wanted['e1'], {p.id for p in one.claim()})
+        self.assertEqual(wanted['e2'], {p.id for p in two.claim()})
+        # Renewals change nothing.
+        self.assertEqual(wanted['e1'], {p.id for p in one.claim()})
+        self.assertEqual(wanted['e2'], {p.id for p in two.claim()})
+        rows = _rows()
+        for policy_id in self.ids:
+            self.assertEqual((partition.owner(policy_id), 1, None),
+                             rows[policy_id])
+
+    def test_live_owner_offers_and_keeps_until_taken(self):
+        alone = FakePartition(['e1'])
+        one = self._engine('e1', alone)
+        self.assertEqual(set(self.ids), {p.id for p in one.claim()})
+        # e2 joins the group: the ring moves some policies to it.
+        both = FakePartition(['e1', 'e2'])
+        one.partition = both
+        two = self._engine('e2', both)
+        moved = {p for p in self.ids if both.owner(p) == 'e2'}
+        self.assertTrue(moved)
+        # e2 first: nothing offered yet, e1's lease is live.
+        self.assertEqual([], two.claim())
+        # e1 offers the moved policies and still watches all of them.
+        self.assertEqual(set(self.ids), {p.id for p in one.claim()})
+        rows = _rows()
+        for policy_id in self.ids:
+            self.assertEqual(
+                ('e1', 1, 'e2' if policy_id in moved else None),
+                rows[policy_id])
+        # The new owner takes them: a new generation fences e1's writes.
+        self.assertEqual(moved, {p.id for p in two.claim()})
+        self.assertEqual({p: 2 for p in moved},
+                         {p: two.generation(p) for p in moved})
+        self.assertEqual(set(self.ids) - moved,
+                         {p.id for p in one.claim()})
+        rows = _rows()
+        for policy_id in self.ids:
+            if policy_id in moved:
+                self.assertEqual(('e2', 2, None), rows[policy_id])
+            else:
+                self.assertEqual(('e1', 1, None), rows[policy_id])
+        self.assertIsNone(one.generation(sorted(moved)[0]))
+
+    def test_dead_holder_loses_its_policies_at_once(self):
+        one = self._engine('e1', FakePartition(['e1']))
+        one.claim()
+        # e1 left the group (its heartbeat lapsed) with leases still live.
+        two = self._engine('e2', FakePartition(['e2']))
+        self.assertEqual(set(self.ids), {p.id for p in two.claim()})
+        self.assertEqual({p: ('e2', 2, None) for p in self.ids}, _rows())
+        # e1 joins again and sees e2 alive: it keeps nothing, and gets
+        # its share of the ring only once e2 offers it.
+        both = FakePartition(['e1', 'e2'])
+        one.partition = two.partition = both
+        self.assertEqual([], one.claim())
+        two.claim()
+        self.assertEqual({p for p in self.ids if both.owner(p) == 'e1'},
+                         {p.id for p in one.claim()})
+        # Without a group view, a live lease of another engine is kept.
+        three = self._engine('e3', None)
+        self.assertEqual([], three.claim())
+
+    def test_registration_takes_a_free_policy_whatever_the_ring(self):
+        ring = FakePartition(['e1', 'e2'])
+        theirs = [p for p in self.ids if ring.owner(p) == 'e2'][0]
+        one = self._engine('e1', ring)
+        self.assertEqual([theirs],
+                         [p.id for p in one.claim(policy_id=theirs)])
+        # ... and offers it to the ring's owner at its next claim.
+        one.claim()
+        self.assertEqual(('e1', 1, 'e2'), _rows()[theirs])
+
+    def test_ring_not_read_yet_takes_nothing_new(self):
+        class Unread(object):
+            enabled = True
+            members = None
+
+            def owner(self, policy_id):
+                return None
+        one = self._engine('e1', Unread())
+        self.assertEqual([], one.claim())
+
+
+class TargetSyncTestCase(base.HeatHealthTestCase):
+
+    def setUp(self):
+        super(TargetSyncTestCase, self).setUp()
+        self.setup_health_db()
+        _policy('p1')
+        self.places = {
+            ('stack-1', 'web'): {'server_id': 's1', 'path': 'web',
+                                 'addresses': ['10.0.0.1']},
+            ('nested-1', '0'): {'server_id': 's2', 'path': 'group/0',
+                                'addresses': []}}
+
+    def _targets(self):
+        return {(t.stack_id, t.resource_name): t
+                for t in db_api.target_get_all(['p1'])['p1']}
+
+    def test_repeated_sync_changes_nothing(self):
+        added, removed, replaced = db_api.target_sync('p1', self.places, 60)
+        self.assertEqual((sorted(self.places), [], []),
+                         (added, removed, replaced))
+        first = {k: (t.id, t.server_id, t.state)
+                 for k, t in self._targets().items()}
+        self.assertEqual(([], [], []),
+                         db_api.target_sync('p1', self.places, 60))
+        self.assertEqual(first, {k: (t.id, t.server_id, t.state)
+                                 for k, t in self._targets().items()})
+        self.assertEqual({'NO_DATA'}, {s for _i, _s, s in first.values()})
+
+    def test_replaced_server_keeps_the_place(self):
+        db_api.target_sync('p1', self.places, 60)
+        before = self._targets()[('stack-1', 'web')]
+        with db_api._facade.writer.using(db_api._Session()) as session:
+            session.query(db_api.models.Target).filter_by(
+                id=before.id).update({'state': 'UNHEALTHY',
+                                      'observation': 'UNHEALTHY',
+                                      'observation_source': 'X',
+                                      'observed_at': timeutils.utcnow()})
+        places = dict(self.places)
+        places[('stack-1', 'web')] = {'server_id': 's9', 'path': 'web',
+                                      'addresses': ['10.0.0.9']}
+        self.assertEqual(([], [], [('stack-1', 'web')]),
+                         db_api.target_sync('p1', places, 60))
+        after = self._targets()[('stack-1', 'web')]
+        self.assertEqual((before.id, 's9', 'NO_DATA', None, ['10.0.0.9']),
+                         (after.id, after.server_id, after.state,
+                          after.observation, after.addresses))
+        self.assertEqual('server s1 replaced by s9', after.state_reason)
+        event, = db_api.event_get_recent(['p1'])
+        self.assertEqual(('s9', 'UNHEALTHY', 'NO_DATA',
+                          'server s1 replaced by s9'),
+                         (event.server_id, event.old_state, event.new_state,
+                          event.reason))
+        # The other place is untouched; a place gone is removed.
+        del places[('nested-1', '0')]
+        self.assertEqual(([], [('nested-1', '0')], []),
+                         db_api.target_sync('p1', places, 60))
+        self.assertEqual([('stack-1', 'web')], sorted(self._targets()))
+
+
+class _ConcurrentSyncTests(object):
+    """Two engines sync the same new places at the same moment.
+
+    Both read no rows, then both insert: on a database with real
+    concurrency one insert waits for the other and meets its rows. The
+    loser must retry against them, never raise a duplicate-key error.
+    """
+
+    def setUp(self):
+        try:
+            super(_ConcurrentSyncTests, self).setUp()
+        except self.skipException as skip:
+            raise self.skipException(
+                '%s: the opportunistic tests connect to localhost as user '
+                'openstack_citest, password openstack_citest' % skip)
+        migration.db_sync()
+        _policy('p1')
+
+    def test_both_end_with_the_same_rows(self):
+        places = {('stack-1', str(n)): {'server_id': 's%d' % n,
+                                        'path': 'group/%d' % n,
+                                        'addresses': []}
+                  for n in range(3)}
+        together = threading.Barrier(2, timeout=20)
+        seen = threading.local()
+        real = db_api._new_server_values
+
+        def after_both_read(*args):
+            if not getattr(seen, 'waited', False):
+                seen.waited = True
+                together.wait()
+            return real(*args)
+        self.useFixture(fixtures.MockPatchObject(
+            db_api, '_new_server_values', side_effect=after_both_read))
+        results, errors = [], []
+
+        def sync():
+            try:
+                results.append(db_api.target_sync('p1', places, 60))
+            except Exception as e:
+                errors.append(e)
+        threads = [threading.Thread(target=sync) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        self.assertEqual([], errors)
+        # One added the places; the other found them there on its retry.
+        self.assertEqual(sorted([(sorted(places), [], []), ([], [], [])]),
+                         sorted(results))
+        rows = db_api.target_get_all(['p1'])['p1']
+        self.assertEqual(sorted(places),
+                         sorted((t.stack_id, t.resource_name) for t in rows))
+
+
+class ConcurrentSyncMySQL(_ConcurrentSyncTests,
+                          test_fixtures.OpportunisticDBTestMixin,
+                          test_base.BaseTestCase):
+    FIXTURE = test_migrations._MySQLFixture
+
+
+class ConcurrentSyncPostgreSQL(_ConcurrentSyncTests,
+                               test_fixtures.OpportunisticDBTestMixin,
+                               test_base.BaseTestCase):
+    FIXTURE = test_migrations._PostgreSQLFixture
 
 
 class TargetResolutionTestCase(base.HeatHealthTestCase):
@@ -166,8 +428,11 @@ class TargetResolutionTestCase(base.HeatHealthTestCase):
         web = [t for t in found if t.path == 'web'][0]
         self.assertEqual(self.stack['web'].resource_id, web.server_id)
         self.assertEqual(self.stack.id, web.stack_id)
-        self.assertEqual('INIT', web.state)
-        self.assertFalse(self.registry.stack_in_progress(policy))
+        # Watched, no verdict yet: never shown as HEALTHY.
+        self.assertEqual('NO_DATA', web.state)
+        resolution = self.registry.resolution(policy)
+        self.assertEqual(frozenset(), resolution.busy)
+        self.assertFalse(resolution.suspended)
         self.assertEqual([], self.registry.missing_targets(policy))
 
     def test_keeps_state_and_follows_removal(self):
@@ -182,13 +447,48 @@ class TargetResolutionTestCase(base.HeatHealthTestCase):
                          [(t.path, t.state) for t in found])
 
     def test_in_progress_and_missing(self):
-        policy = _policy('p1', self.stack.id, ['web', 'gone'])
+        policy = _policy('p1', self.stack.id, ['web', 'workers', 'gone'])
         self.registry.refresh_targets(policy)
         self.assertEqual(['gone'], self.registry.missing_targets(policy))
+        # A stack in progress does not make its targets busy ...
         heat_db.stack_update(self.ctx, self.stack.id,
                              {'status': 'IN_PROGRESS'})
         self.registry.refresh_targets(policy)
-        self.assertTrue(self.registry.stack_in_progress(policy))
+        self.assertEqual(frozenset(), self.registry.resolution(policy).busy)
+        # ... an action on the resource holding a server does, and only
+        # that place.
+        member = self._stacks[1]['0']
+        heat_db.resource_update_and_save(self.ctx, member.id,
+                                         {'status': 'IN_PROGRESS'})
+        self.registry.refresh_targets(policy)
+        self.assertEqual(frozenset([(self._stacks[1].id, '0')]),
+                         self.registry.resolution(policy).busy)
+        self.assertFalse(self.registry.resolution(policy).suspended)
+
+    def test_grace_starts_again_when_a_stack_action_ends(self):
+        policy = _policy('p1', self.stack.id, ['web', 'workers'], grace=60)
+        before = {t.path: t.grace_until
+                  for t in self.registry.refresh_targets(policy)}
+        heat_db.resource_update_and_save(self.ctx, self.stack['web'].id,
+                                         {'status': 'IN_PROGRESS'})
+        self.registry.refresh_targets(policy)
+        later = timeutils.utcnow() + datetime.timedelta(seconds=30)
+        heat_db.resource_update_and_save(self.ctx, self.stack['web'].id,
+                                         {'status': 'COMPLETE'})
+        with mock.patch.object(timeutils, 'utcnow', return_value=later):
+            after = {t.path: t.grace_until
+                     for t in self.registry.refresh_targets(policy)}
+        self.assertEqual(later + datetime.timedelta(seconds=60),
+                         timeutils.normalize_time(after['web']))
+        self.assertEqual(before['workers/0'], after['workers/0'])
+
+    def test_suspended_stack(self):
+        policy = _policy('p1', self.stack.id, ['web'])
+        heat_db.stack_update(self.ctx, self.stack.id, {'action': 'SUSPEND'})
+        self.registry.refresh_targets(policy)
+        self.assertTrue(self.registry.resolve_now(policy).suspended)
+        heat_db.stack_update(self.ctx, self.stack.id, {'action': 'RESUME'})
+        self.assertFalse(self.registry.resolve_now(policy).suspended)
 
     def test_many_policies_in_one_batch(self):
         policies = [_policy('p%d' % n, self.stack.id, ['workers'])

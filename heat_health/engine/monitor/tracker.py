@@ -310,6 +310,7 @@ class Tracker(object):
                 return
             dirty, self._dirty = self._dirty, {}
             rows = [dict(_observation_columns(o), id=target_id,
+                         server_id=o.server_id,
                          generation=self._targets[target_id].policy
                          .generation)
                     for target_id, o in dirty.items()]
@@ -453,6 +454,7 @@ class Tracker(object):
         if change.observation is not None:
             values.update(_observation_columns(change.observation))
         return {'target': values, 'old_state': change.old,
+                'server_id': target.server_id,
                 'generation': change.generation,
                 'event': {'policy_id': target.policy.id,
                           'server_id': target.server_id,

@@ -1,0 +1,148 @@
+"""News of a server reaches the engines that own it, whichever got it."""
+
+import datetime
+
+from oslo_utils import timeutils
+
+from heat_health.db import api as db_api
+from heat_health.db import models
+from heat_health.engine.monitor import observation as obs
+from heat_health.engine.monitor import routing
+from tests.unit import base
+
+T0 = datetime.datetime(2026, 1, 1, 12, 0, 0)
+
+
+class FakeTracker(object):
+    """The servers this engine's tracker watches, and what it was told."""
+
+    def __init__(self, servers=()):
+        self.watched = set(servers)
+        self.seen = []
+
+    def is_watched(self, server_id):
+        return server_id in self.watched
+
+    def servers(self):
+        return set(self.watched)
+
+    def observe(self, observation):
+        self.seen.append(observation.server_id)
+
+
+class FakeForwarder(object):
+    def __init__(self):
+        self.sent = []
+        self.error = None
+
+    def forward(self, engine_id, observations, hops):
+        if self.error:
+            raise self.error
+        self.sent.extend((engine_id, o.server_id, hops)
+                         for o in observations)
+
+
+def _news(server_id):
+    return obs.Observation(server_id, obs.UNHEALTHY, 'instance.power_off.end',
+                           obs.LIFECYCLE_EVENTS, T0)
+
+
+class TestRouter(base.HeatHealthTestCase):
+
+    def setUp(self):
+        super(TestRouter, self).setUp()
+        self.setup_health_db()
+        live = timeutils.utcnow() + datetime.timedelta(minutes=5)
+        gone = timeutils.utcnow() - datetime.timedelta(seconds=1)
+        # s1 is e1's, s2 e2's, s3 is watched by a policy of each; s4's
+        # owner let its lease expire.
+        self._policy('pa', 'e1', live, ['s1', 's3'])
+        self._policy('pb', 'e2', live, ['s2', 's3'])
+        self._policy('pc', 'e3', gone, ['s4'])
+        self.tracker = FakeTracker(['s1', 's3'])
+        self.forwarder = FakeForwarder()
+        self.router = routing.Router('e1', self.tracker, self.forwarder)
+        self.assertTrue(self.router.refresh())
+
+    def _policy(self, policy_id, engine_id, lease, servers):
+        with db_api._facade.writer.using(db_api._Session()) as session:
+            session.add(models.Policy(
+                id=policy_id, stack_id='stack-' + policy_id,
+                resource_name='health', project_id='p', spec={},
+                enabled=True, engine_id=engine_id, lease_expires_at=lease,
+                generation=1))
+            session.flush()
+            for server in servers:
+                session.add(models.Target(
+                    policy_id=policy_id, server_id=server,
+                    stack_id='stack-' + policy_id, resource_name=server,
+                    path=server, state='NO_DATA'))
+
+    def _move(self, policy_id, engine_id):
+        with db_api._facade.writer.using(db_api._Session()) as session:
+            session.query(models.Policy).filter_by(id=policy_id).update(
+                {'engine_id': engine_id, 'generation': 2})
+
+    def test_owned_here_goes_to_the_tracker(self):
+        self.router.route(_news('s1'))
+        self.assertEqual(['s1'], self.tracker.seen)
+        self.assertEqual([], self.forwarder.sent)
+
+    def test_owned_elsewhere_is_forwarded_to_the_owner(self):
+        self.router.route(_news('s2'))
+        self.assertEqual([], self.tracker.seen)
+        self.assertEqual([('e2', 's2', routing.MAX_HOPS)], self.forwarder.sent)
+        self.assertEqual(1, self.router.forwarded)
+
+    def test_watched_here_and_elsewhere_goes_to_both(self):
+        self.router.route(_news('s3'))
+        self.assertEqual(['s3'], self.tracker.seen)
+        self.assertEqual([('e2', 's3', routing.MAX_HOPS)], self.forwarder.sent)
+
+    def test_unwatched_is_dropped(self):
+        for server in ('s4', 's9'):
+            self.assertFalse(self.router.is_watched(server))
+            self.router.route(_news(server))
+        self.assertEqual([], self.tracker.seen)
+        self.assertEqual([], self.forwarder.sent)
+
+    def test_index_is_deployment_wide_and_followed(self):
+        self.assertEqual({'s1', 's2', 's3'}, self.router.watched())
+        self.assertTrue(self.router.is_watched('s2'))
+        self.assertFalse(self.router.refresh())
+        # pb moves to e3: news of s2 goes there from now on.
+        self._move('pb', 'e3')
+        self.assertTrue(self.router.refresh())
+        self.router.route(_news('s2'))
+        self.assertEqual([('e3', 's2', routing.MAX_HOPS)], self.forwarder.sent)
+
+    def test_forwarding_failure_is_not_raised(self):
+        self.forwarder.error = RuntimeError('broker gone')
+        self.router.route(_news('s3'))
+        self.assertEqual(['s3'], self.tracker.seen)
+        self.assertEqual(0, self.router.forwarded)
+
+    def test_received_news_of_a_server_watched_here_is_kept(self):
+        self.router.receive([_news('s1'), _news('s3')], 1)
+        self.assertEqual(['s1', 's3'], self.tracker.seen)
+        self.assertEqual([], self.forwarder.sent)
+
+    def test_received_news_of_a_server_moved_away_is_passed_on_once(self):
+        # e1 lost pa to e2 after the sender forwarded news of s1 to it.
+        self._move('pa', 'e2')
+        self.tracker.watched = set()
+        self.router.receive([_news('s1')], 1)
+        self.assertEqual([], self.tracker.seen)
+        # The owner is looked up in the database, not in the stale index.
+        self.assertEqual([('e2', 's1', 0)], self.forwarder.sent)
+        # Passed on once already: dropped, never bounced around.
+        self.router.receive([_news('s1')], 0)
+        self.assertEqual([('e2', 's1', 0)], self.forwarder.sent)
+
+    def test_received_news_is_never_sent_back_to_this_engine(self):
+        # The database says e1 owns s1, but its tracker does not watch it
+        # yet (its next tick loads it).
+        self.tracker.watched = set()
+        self.router.receive([_news('s1'), _news('s9')], 1)
+        self.assertEqual([], self.forwarder.sent)
+        self.assertEqual([], self.tracker.seen)
