@@ -15,6 +15,9 @@ Without a backend there is no ring: one engine owns everything, and further
 engines only take policies whose lease has expired.
 """
 
+from concurrent import futures
+import threading
+
 from oslo_config import cfg
 from oslo_log import log as logging
 from tooz import coordination
@@ -25,6 +28,9 @@ from heat_health.common import config  # noqa: F401  (registers options)
 LOG = logging.getLogger(__name__)
 
 GROUP = b'heat-health-engines'
+
+# Seconds a monitor tick waits for the coordination backend.
+REFRESH_TIMEOUT = 2.0
 
 
 class Partition(object):
@@ -39,6 +45,12 @@ class Partition(object):
         self._coordinator = None
         self._ring = None
         self.members = None   # frozenset of engine ids, None: no group
+        # Backend calls run here, so that a tick waits for them a bounded
+        # time.
+        self._executor = futures.ThreadPoolExecutor(
+            1, thread_name_prefix='heat-health-coordination')
+        self._pending = None
+        self._lock = threading.Lock()
 
     @property
     def enabled(self):
@@ -49,7 +61,8 @@ class Partition(object):
             LOG.info('No [coordination] backend_url: this engine takes any '
                      'policy whose lease has expired')
             return
-        self._connect()
+        # Joined by the first refresh, which waits a bounded time.
+        self.refresh()
 
     def _connect(self):
         """Join the group; False (and an error logged) if it cannot."""
@@ -77,11 +90,28 @@ class Partition(object):
     def refresh(self):
         """Heartbeat and read the group; called by every monitor tick.
 
-        A backend that does not answer keeps the last view: leases still
-        fence every write, and the engine cannot renew a lease it lost.
+        Waits ``REFRESH_TIMEOUT`` at most (a backend that is down makes
+        the client retry for a minute): the tick goes on with the last
+        view, and the call in progress is not started again until it
+        ends. A backend that does not answer keeps the last view: leases
+        still fence every write, and the engine cannot renew a lease
+        another engine took.
         """
         if not self.enabled:
             return None
+        with self._lock:
+            if self._pending is None or self._pending.done():
+                self._pending = self._executor.submit(self._refresh)
+            pending = self._pending
+        try:
+            return pending.result(timeout=REFRESH_TIMEOUT)
+        except futures.TimeoutError:
+            LOG.warning('The coordination backend did not answer within '
+                        '%ss: keeping the last view of the group',
+                        REFRESH_TIMEOUT)
+            return self.members
+
+    def _refresh(self):
         if self._coordinator is None and not self._connect():
             return self.members
         try:
@@ -97,8 +127,13 @@ class Partition(object):
             LOG.warning('Engine %s was dropped from the coordination group '
                         '(its heartbeat lapsed): joining again',
                         self.engine_id)
-            self._coordinator.join_group(GROUP).get()
-            found = self._coordinator.get_members(GROUP).get()
+            try:
+                self._coordinator.join_group(GROUP).get()
+                found = self._coordinator.get_members(GROUP).get()
+            except coordination.ToozError as e:
+                LOG.warning('Could not join the coordination group again, '
+                            'keeping the last view of it: %s', e)
+                return self.members
         except coordination.ToozError as e:
             LOG.warning('Coordination backend unavailable, keeping the last '
                         'view of the group: %s', e)
@@ -124,11 +159,18 @@ class Partition(object):
         return next(iter(self._ring.get_nodes(policy_id.encode())))
 
     def stop(self):
+        self._executor.shutdown(wait=False)
         if self._coordinator is None:
             return
         try:
             self._coordinator.leave_group(GROUP).get()
-            self._coordinator.stop()
         except coordination.ToozError:
-            LOG.exception('Could not leave the coordination group')
-        self._coordinator = None
+            LOG.exception('Could not leave the coordination group: the '
+                          'others drop this engine after the membership '
+                          'timeout')
+        finally:
+            try:
+                self._coordinator.stop()
+            except coordination.ToozError:
+                LOG.exception('Could not stop the coordination client')
+            self._coordinator = None
