@@ -271,12 +271,18 @@ class TestTracker(base.HeatHealthTestCase):
         self.assertEqual(('HEALTHY', 'HEALTHY'), self._state('pa', 's1'))
         self.assertEqual(('HEALTHY', 'HEALTHY'), self._state('pb', 's2'))
         self.assertEqual([], self.notifier.sent)
-        # Resumed: pb's server is judged at once; pa's servers get the
-        # grace to start again, then the one that did not come back is
-        # decided.
+        # Resumed: what was seen while suspended is not judged at all.
         db_api.policy_set_suspended('pa', False, grace_seconds=60)
         self._load({'pb': _resolution()})
         self.tracker.settle()
+        self.assertEqual(('HEALTHY', 'HEALTHY'), self._state('pa', 's1'))
+        self.assertEqual(('HEALTHY', 'HEALTHY'), self._state('pb', 's2'))
+        self.assertEqual([], self.notifier.sent)
+        # A server that did not come back: pb's is judged at once, pa's
+        # once the grace its resume gave it has passed.
+        self.now = timeutils.utcnow()
+        self._observe('s1', obs.UNHEALTHY, reason='Nova status SUSPENDED')
+        self._observe('s2', obs.UNHEALTHY, reason='Nova status SUSPENDED')
         self.assertEqual(('HEALTHY', 'HEALTHY'), self._state('pa', 's1'))
         self.assertEqual(('UNHEALTHY', 'UNHEALTHY'), self._state('pb', 's2'))
         self.now = timeutils.utcnow() + datetime.timedelta(seconds=61)
@@ -319,6 +325,10 @@ class TestTracker(base.HeatHealthTestCase):
         self._update_policy('pa', enabled=True)
         self._load()
         self.tracker.settle()
+        # What was seen while disabled is not judged afterwards...
+        self.assertEqual(('UNHEALTHY', 'UNHEALTHY'), self._state('pa', 's1'))
+        # ...what is seen once enabled again is.
+        self._observe('s1', obs.HEALTHY)
         self.assertEqual(('HEALTHY', 'HEALTHY'), self._state('pa', 's1'))
 
     def test_spec_change_never_erases_a_stored_failure(self):

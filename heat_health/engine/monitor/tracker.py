@@ -124,8 +124,13 @@ class WatchedTarget(object):
 
         The state in memory is the stored one (it changes only after its
         write), so a spec change or a re-read never erases it; verdicts of
-        modes the policy no longer has are dropped.
+        modes the policy no longer has are dropped, and so is everything
+        seen while the policy was disabled or its stack suspended: a
+        server stopped by a suspend is judged by what is seen after the
+        resume.
         """
+        if self.policy.frozen() and not policy.frozen():
+            self.verdicts = {}
         self.policy = policy
         self.grace_until = _naive(row.grace_until)
         self.path = row.path
