@@ -35,6 +35,10 @@ LOG = logging.getLogger(__name__)
 # (at most: a policy checked more often is resolved at its interval).
 REFRESH_SECONDS = 5.0
 
+# Most observations of the poller the tracker decides and stores at once;
+# the tick sends a heartbeat between two such batches.
+POLLED_BATCH = 200
+
 
 def _lifecycle_listener(router, conf=cfg.CONF):
     """The engine's Nova notification listener (LIFECYCLE_EVENTS).
@@ -68,8 +72,10 @@ class Monitor(object):
         self.tracker = tracker_mod.Tracker(
             engine_id, host, fresh_resolution=self._fresh_resolution)
         self.router = routing.Router(engine_id, self.tracker, forwarder)
+        # What the poller saw this tick, handed to the tracker at once.
+        self._polled = []
         self.poller = nova_status.StatusPoller(
-            adapter or nova_adapter.NovaAdapter(conf), self.tracker.observe,
+            adapter or nova_adapter.NovaAdapter(conf), self._polled.append,
             # Servers checked by URL are listed too, for their addresses.
             lambda: self.tracker.servers(policy_spec.POLLED),
             conf.heat_health.node_status_resync_cycles)
@@ -128,10 +134,7 @@ class Monitor(object):
     def tick(self):
         now = self._clock()
         self._fresh = {}
-        partition = self.registry.partition
-        if partition is not None and partition.enabled:
-            partition.refresh()
-        elif now >= self._next_probe:
+        if not self._heartbeat() and now >= self._next_probe:
             self._next_probe = now + max(1.0,
                                          self.registry.lease_seconds / 3.0)
             self.registry.free_dead_owners()
@@ -145,6 +148,7 @@ class Monitor(object):
                if self._next_refresh.get(p.id, 0) <= now]
         if due:
             self._targets.update(self.registry.refresh_all(due))
+            self._heartbeat()
         for policy in due:
             self._next_refresh[policy.id] = now + min(
                 REFRESH_SECONDS, policy.parsed.interval)
@@ -153,10 +157,12 @@ class Monitor(object):
         after = self.tracker.servers()
         self.poller.forget(before - after)
         self.poller.lookup(after - before)
+        self._observe_polled()
         if self.router.refresh() or self._listener is None:
             self._send_watched()
         self._start_listener()
         self._poll_if_due(now)
+        self._observe_polled()
         self._check_urls_if_due(now)
         self.tracker.settle()
         self.tracker.flush()
@@ -179,6 +185,35 @@ class Monitor(object):
             self.tracker.load(list(self._policies.values()), self._targets,
                               generations, resolutions)
             self._signature = signature
+
+    def _heartbeat(self):
+        """Tell the group this loop is alive; False without a group.
+
+        Sent when a tick starts and again after each long step of it: a
+        takeover (targets stored, servers looked up, their states stored)
+        may outlast the group's membership timeout on a busy host, and an
+        engine dropped for that hands its policies on, which makes the
+        next owner's tick as long.
+        """
+        partition = self.registry.partition
+        if partition is None or not partition.enabled:
+            return False
+        partition.refresh()
+        return True
+
+    def _observe_polled(self):
+        """Hand what the poller saw to the tracker, in batches.
+
+        A takeover looks up hundreds of servers, a poll may find many
+        changed: each batch is stored in one transaction, not one per
+        server, and a heartbeat goes between two batches.
+        """
+        polled = list(self._polled)
+        del self._polled[:]
+        for start in range(0, len(polled), POLLED_BATCH):
+            if start:
+                self._heartbeat()
+            self.tracker.observe_all(polled[start:start + POLLED_BATCH])
 
     def _send_watched(self):
         watch = getattr(self._listener, 'watch', None)

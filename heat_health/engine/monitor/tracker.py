@@ -138,6 +138,16 @@ class WatchedTarget(object):
             del self.verdicts[mode]
 
 
+def _taken_back(old, new):
+    """This engine took the policy again after its own lease ran out.
+
+    Every take adds one to the generation: one more than the generation
+    held means nobody else held the policy in between.
+    """
+    return (old.generation is not None and new.generation is not None and
+            new.generation == old.generation + 1)
+
+
 def _observation_columns(o):
     return {'observation': o.verdict,
             'observation_reason': (o.reason or '')[:255],
@@ -195,9 +205,12 @@ class Tracker(object):
         """Watch exactly these policies' targets from now on.
 
         :param generations: {policy id: the generation this engine owns
-            it under}; a target of a policy taken again (new generation) or
-            whose place has a new server starts afresh from its row, others
-            keep their verdicts and state.
+            it under}; a target of a policy another engine held meanwhile
+            (new generation) or whose place has a new server starts afresh
+            from its row, others keep their verdicts and state, also when
+            this engine took its policy back right after its own lease ran
+            out (a database away longer than the lease): then nobody held
+            it in between, and what was seen but not yet stored is kept.
         :param resolutions: {policy id: Resolution} for what suppresses
             targets (stack actions, a suspended stack).
         """
@@ -219,11 +232,13 @@ class Tracker(object):
                     target = self._targets.get(row.id)
                     if (target is None or target.server_id != row.server_id
                             or old_policy is None or
-                            old_policy.generation != policy.generation):
+                            (old_policy.generation != policy.generation and
+                             not _taken_back(old_policy, policy))):
                         target = WatchedTarget(row, policy)
                         self._unsettled.add(row.id)
                     else:
-                        if (target.policy.spec.detection_key() !=
+                        if (target.policy.generation != policy.generation or
+                                target.policy.spec.detection_key() !=
                                 policy.spec.detection_key() or
                                 target.policy.frozen() != policy.frozen() or
                                 target.policy.busy != policy.busy):
@@ -268,28 +283,48 @@ class Tracker(object):
 
     def observe(self, observation):
         """Take one detector's verdict on one server (any thread)."""
-        if observation.server_id not in self._by_server:
-            return
+        if observation.server_id in self._by_server:
+            self.observe_all([observation])
+
+    def observe_all(self, observations):
+        """Take many verdicts at once (any thread).
+
+        Their changes are stored in one transaction: a poll or a takeover
+        that brings news of a thousand servers costs one, not a thousand,
+        and the monitor tick that hands them over (and sends the engine's
+        heartbeat) stays short.
+        """
         changes = []
         with self._lock:
             now = self._clock()
-            for target in self._by_server.get(observation.server_id, ()):
-                if observation.source not in target.policy.modes:
-                    continue
-                previous = target.verdicts.get(observation.source)
-                if (previous is not None and
-                        previous.observed_at > observation.observed_at):
-                    # Delivered late (listener threads, batches): older
-                    # news never overrides newer news of the same source.
-                    continue
-                self._note(target, observation)
-                if observation.verdict == obs.UNKNOWN:
-                    continue
-                target.verdicts[observation.source] = observation
+            taken = {}
+            for observation in observations:
+                for target in self._by_server.get(observation.server_id,
+                                                  ()):
+                    if self._take(target, observation):
+                        taken[target.id] = target
+            # Each target decided once, on all the verdicts just taken.
+            for target in taken.values():
                 change = self._decide(target, now)
                 if change is not None:
                     changes.append(change)
         self._commit(changes)
+
+    def _take(self, target, observation):
+        """Note one verdict on one target; True if it may change it."""
+        if observation.source not in target.policy.modes:
+            return False
+        previous = target.verdicts.get(observation.source)
+        if (previous is not None and
+                previous.observed_at > observation.observed_at):
+            # Delivered late (listener threads, batches): older news never
+            # overrides newer news of the same source.
+            return False
+        self._note(target, observation)
+        if observation.verdict == obs.UNKNOWN:
+            return False
+        target.verdicts[observation.source] = observation
+        return True
 
     def settle(self):
         """Decide the targets held back or whose write failed."""
