@@ -110,9 +110,6 @@ class Registry(object):
         self._owned.pop(policy_id, None)
         self._resolutions.pop(policy_id, None)
 
-    def targets(self, policy):
-        return target_object.Target.get_all(policy.id)
-
     def refresh_targets(self, policy):
         """Resolve the policy's servers from Heat and update its targets."""
         return self.refresh_all([policy])[policy.id]

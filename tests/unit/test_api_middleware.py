@@ -40,10 +40,11 @@ class HeatApp(object):
                               content_type='application/json')
 
 
-class TestHealthMiddleware(base.HeatHealthTestCase):
+class _FilterTestCase(base.HeatHealthTestCase):
+    """The filter in front of a fake Heat, its engine calls faked."""
 
     def setUp(self):
-        super(TestHealthMiddleware, self).setUp()
+        super(_FilterTestCase, self).setUp()
         # No policy file: Heat's registered default rules apply.
         self.mock_find_file.return_value = None
         self.heat = HeatApp()
@@ -51,6 +52,9 @@ class TestHealthMiddleware(base.HeatHealthTestCase):
         self.rpc = FakeHealthRPC()
         self.filter._rpc = self.rpc
         self.app = fault.FaultWrapper(self.filter)
+
+
+class TestHealthMiddleware(_FilterTestCase):
 
     def _request(self, method='PATCH', path=PATH, body=None,
                  roles=('member', 'reader'), project='p1', is_admin=False):
@@ -138,17 +142,8 @@ class TestHealthMiddleware(base.HeatHealthTestCase):
                       json.loads(resp.body)['error']['message'])
 
 
-class TestMarkUnhealthyContract(base.HeatHealthTestCase):
+class TestMarkUnhealthyContract(_FilterTestCase):
     """Long reasons, hostile bodies and an unrecorded marking, as answered."""
-
-    def setUp(self):
-        super(TestMarkUnhealthyContract, self).setUp()
-        self.mock_find_file.return_value = None
-        self.heat = HeatApp()
-        self.filter = middleware.HealthMiddleware(self.heat)
-        self.rpc = FakeHealthRPC()
-        self.filter._rpc = self.rpc
-        self.app = fault.FaultWrapper(self.filter)
 
     def _body_limit(self, limit):
         cfg.CONF.set_override('max_json_body_size', limit)
