@@ -23,7 +23,8 @@ LOG = logging.getLogger('fakecloud')
 
 def build(conf):
     """The API and health servers, wired to one store."""
-    store = state.Store(conf.compute_host, conf.deleted_servers_kept)
+    store = state.Store(conf.compute_host, conf.deleted_servers_kept,
+                        conf.timeline_kept)
     timer = scheduler.Scheduler()
     publisher = notifier.Notifier(conf, store)
     life = lifecycle.Lifecycle(store, timer, publisher, conf)

@@ -1,5 +1,6 @@
 """Nova's server actions (POST /servers/{id}/action): which states allow
-them, and handing them to the lifecycle."""
+them, and handing them to the lifecycle.  Each action accepted goes on the
+timeline as action:<name>."""
 
 import secrets
 
@@ -20,6 +21,17 @@ ALLOWED = {
     'restore': ('soft-delete',),
     'forceDelete': ('soft-delete',),
 }
+# Nova's task_states.ALLOW_REBOOT: the tasks a hard reboot may cut short,
+# so that a server stuck in one can be rescued (its *_pending_hard and
+# *_started_hard are not in it).
+ALLOW_REBOOT = (None, 'rebooting', 'reboot_pending', 'reboot_started',
+                'rebooting_hard', 'resuming', 'unpausing', 'pausing',
+                'suspending')
+# task_states in which an action is allowed; the others need none.
+ALLOWED_TASKS = {
+    'reboot_hard': ALLOW_REBOOT,
+    'forceDelete': (None, 'deleting'),
+}
 ACTION_NAMES = {'os-stop': 'stop', 'os-start': 'start',
                 'reboot_soft': 'reboot', 'reboot_hard': 'reboot'}
 
@@ -28,25 +40,24 @@ class Actions(object):
     """Mixed into ComputeAPI: POST /servers/{id}/action."""
 
     @staticmethod
-    def _conflict(server, action):
-        if server.task_state:
-            raise base.NovaError(409, "Cannot '%s' instance %s while it is in "
-                                 "task_state %s" % (action, server.id,
-                                                    server.task_state))
+    def _conflict(server, action, attr=None):
+        """Nova's 409; attr: the state that forbids it (task_state if set)."""
+        if attr is None:
+            attr = 'task_state' if server.task_state else 'vm_state'
         raise base.NovaError(409, "Cannot '%s' instance %s while it is in "
-                             "vm_state %s" % (action, server.id,
-                                              server.vm_state))
+                             "%s %s" % (action, server.id, attr,
+                                        getattr(server, attr)))
 
     def _check(self, server, key):
+        """As Nova's check_instance_state: the vm_state, then the task."""
+        if key == 'reboot_soft':
+            # Nova checks what any reboot allows before what a soft one does.
+            self._check(server, 'reboot_hard')
         action = ACTION_NAMES.get(key, key)
-        busy = server.task_state is not None
-        if key == 'reboot_hard' and server.task_state in (
-                'rebooting', 'reboot_pending', 'reboot_started'):
-            busy = False
-        if key == 'forceDelete':
-            busy = server.task_state not in (None, 'deleting')
-        if busy or server.vm_state not in ALLOWED[key]:
-            self._conflict(server, action)
+        if server.vm_state not in ALLOWED[key]:
+            self._conflict(server, action, 'vm_state')
+        if server.task_state not in ALLOWED_TASKS.get(key, (None,)):
+            self._conflict(server, action, 'task_state')
 
     def action(self, req, ctx, server_id):
         server = self._server(ctx, server_id)
@@ -65,12 +76,14 @@ class Actions(object):
                                        "type. "
                                        "Value: %s." % kind)
             self._check(server, 'reboot_' + kind.lower())
+            self.store.record(server, 'action:reboot', type=kind)
             life.reboot(server, context, hard=kind == 'HARD')
         elif name == 'rebuild':
             return self._rebuild(req, ctx, server, args or {})
         elif name in ('os-stop', 'os-start', 'pause', 'unpause', 'suspend',
                       'resume', 'restore', 'forceDelete'):
             self._check(server, name)
+            self.store.record(server, 'action:' + name)
             {'os-stop': life.stop, 'os-start': life.start,
              'pause': life.pause, 'unpause': life.unpause,
              'suspend': life.suspend, 'resume': life.resume,
@@ -83,6 +96,7 @@ class Actions(object):
     def _rebuild(self, req, ctx, server, args):
         self._check(server, 'rebuild')
         image_id = self._image_id(args.get('imageRef'))
+        self.store.record(server, 'action:rebuild')
         if 'name' in args:
             server.name = str(args['name'])
         if 'metadata' in args:

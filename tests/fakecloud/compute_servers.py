@@ -33,7 +33,10 @@ class Servers(object):
 
     def delete_server(self, req, ctx, server_id):
         server = self._server(ctx, server_id)
-        if server.task_state != 'deleting':
+        # Nova deletes in any task state; a delete already under way is
+        # left to finish, unless it is stuck and never will.
+        if server.task_state != 'deleting' or server.stuck:
+            self.store.record(server, 'action:delete')
             self.lifecycle.delete(server, ctx.to_notification())
         return http.Reply(204)
 
@@ -155,6 +158,7 @@ class Servers(object):
             server.config_drive = 'True' if body.get('config_drive') else ''
             self._plug(server, ctx, requested, group_ids)
             server.touch()
+            self.store.record(server, 'created')
             self.lifecycle.boot(server, context)
             created.append(server)
         if body.get('return_reservation_id'):

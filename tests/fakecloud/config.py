@@ -47,6 +47,8 @@ OPTS = [
                       'a request before it closes the connection.'),
     cfg.IntOpt('deleted_servers_kept', default=100000, min=0,
                help='Deleted servers remembered for changes-since.'),
+    cfg.IntOpt('timeline_kept', default=100000, min=1,
+               help='Newest entries of GET /fakecloud/timeline kept.'),
     cfg.BoolOpt('debug', default=False, help='Log at DEBUG.'),
 ]
 

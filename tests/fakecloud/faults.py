@@ -4,7 +4,8 @@ Server faults change a server the way a hypervisor, a guest or another
 client would, behind Heat's back, with the notifications Nova would send;
 API faults make the compute API slow or failing.  Every fault is admin
 only.  With a duration, a server fault undoes itself (as reset would) and an
-API fault expires.
+API fault expires.  Every fault applied goes on the timeline
+(GET /fakecloud/timeline), which tests read for the order of events.
 """
 
 import time
@@ -14,12 +15,40 @@ from tests.fakecloud import http
 from tests.fakecloud import state
 
 SERVER_FAULTS = ('power_off', 'pause', 'suspend', 'shutdown',
-                 'crash_to_error', 'vanish', 'hang', 'slow_api',
-                 'api_errors', 'fail_next_action', 'reset')
+                 'crash_to_error', 'vanish', 'hang', 'stuck_task',
+                 'slow_api', 'api_errors', 'fail_next_action', 'reset')
 API_FAULTS = ('slow_api', 'api_errors', 'reset')
 _TIMED = ('power_off', 'pause', 'suspend', 'shutdown', 'crash_to_error',
-          'hang')
+          'hang', 'stuck_task')
 DEFAULT_SLOW_DELAY = 2.0
+
+# Nova's task states stuck_task accepts, each with the vm_state a server
+# has when the operation that sets it starts (the default vm_state).  Left
+# out: those of vm_states fakecloud does not model (resized, rescued,
+# shelved).
+STUCK_TASKS = dict(
+    [(t, 'building') for t in ('scheduling', 'block_device_mapping',
+                               'networking', 'spawning')] +
+    [(t, 'active') for t in (
+        'rebooting', 'reboot_pending', 'reboot_started', 'rebooting_hard',
+        'reboot_pending_hard', 'reboot_started_hard', 'pausing',
+        'suspending', 'powering-off', 'rebuilding',
+        'rebuild_block_device_mapping', 'rebuild_spawning',
+        'image_snapshot', 'image_snapshot_pending', 'image_pending_upload',
+        'image_uploading', 'image_backup', 'updating_password',
+        'resize_prep', 'resize_migrating', 'resize_migrated',
+        'resize_finish', 'migrating', 'rescuing', 'shelving',
+        'shelving_image_pending_upload', 'shelving_image_uploading',
+        'deleting', 'soft-deleting')] +
+    [('unpausing', 'paused'), ('resuming', 'suspended'),
+     ('powering-on', 'stopped'), ('restoring', 'soft-delete')])
+# The power state of each vm_state stuck_task accepts (error: unchanged).
+STUCK_POWER = {'active': state.RUNNING, 'building': state.NOSTATE,
+               'stopped': state.SHUTDOWN, 'paused': state.PAUSED,
+               'suspended': state.SUSPENDED, 'soft-delete': state.SHUTDOWN,
+               'error': None}
+_POWER_BY_NAME = {name: code for code, name in
+                  state.POWER_STATE_NAMES.items()}
 
 # Changes that come from the hypervisor or the guest carry no user, as
 # Nova's periodic power state sync sends them with an admin context.
@@ -50,6 +79,7 @@ class Faults(object):
         router.add('GET', '/servers/{server_id}', self.show_server)
         router.add('POST', '/servers/{server_id}/fault', self.inject)
         router.add('GET', '/stats', self.stats)
+        router.add('GET', '/timeline', self.timeline)
 
     # Applying API faults
 
@@ -102,7 +132,43 @@ class Faults(object):
             if value is not None and (not isinstance(value, (int, float)) or
                                       value < 0):
                 raise _error(400, '%s must be a number of seconds' % key)
-        return name, duration, delay
+        return name, duration, delay, body
+
+    @staticmethod
+    def _parameters(name, duration, delay):
+        """What the timeline says a fault was given."""
+        parameters = {}
+        if duration is not None:
+            parameters['duration'] = duration
+        if name == 'slow_api':
+            parameters['delay'] = delay
+        return parameters
+
+    @staticmethod
+    def _stuck_task(server, body):
+        """stuck_task's task_state, vm_state and power_state, or 400."""
+        task_state = body.get('task_state')
+        if not isinstance(task_state, str) or task_state not in STUCK_TASKS:
+            raise _error(400, 'task_state must be one of %s' %
+                         ', '.join(sorted(STUCK_TASKS)))
+        vm_state = body.get('vm_state', STUCK_TASKS[task_state])
+        if not isinstance(vm_state, str) or vm_state not in STUCK_POWER:
+            raise _error(400, 'vm_state must be one of %s' %
+                         ', '.join(sorted(STUCK_POWER)))
+        power = body.get('power_state')
+        if isinstance(power, str):
+            power = _POWER_BY_NAME.get(power.lower(), power)
+        if power is None:
+            power = STUCK_POWER[vm_state]
+            if power is None:
+                power = server.power_state
+        elif (not isinstance(power, int) or isinstance(power, bool) or
+                power not in state.POWER_STATE_NAMES):
+            raise _error(400, 'power_state must be one of %s or their '
+                         'names' % ', '.join(
+                             str(c) for c in sorted(state.POWER_STATE_NAMES)))
+        return {'task_state': task_state, 'vm_state': vm_state,
+                'power_state': power}
 
     @staticmethod
     def _set_api_fault(faults, name, duration, delay):
@@ -130,7 +196,9 @@ class Faults(object):
             self.api_faults)})
 
     def inject_api_fault(self, req, ctx):
-        name, duration, delay = self._body(req, API_FAULTS)
+        name, duration, delay, _ = self._body(req, API_FAULTS)
+        self.store.record(None, 'fault:' + name,
+                          parameters=self._parameters(name, duration, delay))
         self._set_api_fault(self.api_faults, name, duration, delay)
         return self.show_api_faults(req, ctx)
 
@@ -149,6 +217,7 @@ class Faults(object):
             'power_state': server.power_state,
             'host': server.host, 'instance_name': server.instance_name,
             'deleted': server.deleted, 'hung': server.hung,
+            'stuck': server.stuck,
             'fail_next_action': server.fail_next_action,
             'api_faults': self._describe_api_faults(server.api_faults),
             'fault': server.fault,
@@ -166,13 +235,20 @@ class Faults(object):
 
     def inject(self, req, ctx, server_id):
         server = self._find(server_id)
-        name, duration, delay = self._body(req, SERVER_FAULTS)
+        name, duration, delay, body = self._body(req, SERVER_FAULTS)
         if server.deleted:
             raise _error(409, 'server %s is deleted' % server_id)
+        parameters = self._parameters(name, duration, delay)
+        stuck = None
+        if name == 'stuck_task':
+            stuck = self._stuck_task(server, body)
+            parameters.update(stuck)
+        # Before the fault acts: what it causes comes later in the timeline.
+        self.store.record(server, 'fault:' + name, parameters=parameters)
         if name in ('slow_api', 'api_errors'):
             self._set_api_fault(server.api_faults, name, duration, delay)
         else:
-            self.apply(server, name)
+            self.apply(server, name, stuck)
             if duration is not None and name in _TIMED:
                 self.scheduler.call_later(duration, self._expire, server,
                                           server.fault_generation)
@@ -182,10 +258,15 @@ class Faults(object):
         with self.store.lock:
             if (server.fault_generation == generation and
                     not server.deleted):
+                self.store.record(server, 'fault:reset', parameters={},
+                                  expired=True)
                 self.apply(server, 'reset')
 
-    def apply(self, server, name):
-        """Make server suffer fault name, now."""
+    def apply(self, server, name, stuck=None):
+        """Make server suffer fault name, now.
+
+        stuck: stuck_task's states, as _stuck_task reads them.
+        """
         server.fault_generation += 1
         life = self.lifecycle
         ctx = SYSTEM_CONTEXT
@@ -213,6 +294,8 @@ class Faults(object):
             life.hard_delete(server, ctx, delay=0)
         elif name == 'hang':
             server.hung = True
+        elif name == 'stuck_task':
+            life.stick(server, ctx, **stuck)
         elif name == 'fail_next_action':
             server.fail_next_action = True
         elif name == 'reset':
@@ -225,7 +308,10 @@ class Faults(object):
         server.fail_next_action = False
         server.api_faults.clear()
         vm_state = server.vm_state
-        if vm_state == 'stopped':
+        if server.stuck:
+            # Nothing would finish the task: an admin resets the state.
+            life.reset_state(server, ctx)
+        elif vm_state == 'stopped':
             life.instant(server, ctx, 'power_on', 'powering-on',
                          life.running)
         elif vm_state == 'paused':
@@ -243,6 +329,16 @@ class Faults(object):
         elif vm_state != 'active' or server.task_state is not None:
             life.begin(server)
             life.running(server, ctx)
+
+    def timeline(self, req, ctx):
+        """GET /timeline[?server_id=ID][&since_seq=N]: events in order."""
+        try:
+            since_seq = int(req.GET.get('since_seq', 0))
+        except ValueError:
+            raise _error(400, 'since_seq must be an integer')
+        entries, last_seq = self.store.timeline_since(
+            since_seq, req.GET.get('server_id') or None)
+        return http.Reply(200, {'timeline': entries, 'last_seq': last_seq})
 
     def stats(self, req, ctx):
         store = self.store

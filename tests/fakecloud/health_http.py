@@ -5,7 +5,9 @@ the server is ACTIVE with no task and not hung; 503 while it is in any other
 state (rebooting, stopped, paused, in error); 404 once it is gone.  A hung
 server accepts the connection and never answers: the request is held (in
 its own thread) until the hang is reset or the cap passes, then the
-connection is closed without an answer.
+connection is closed without an answer.  A server stuck in a task answers
+503 for as long as it is stuck, as it does while that operation runs: the
+guest is in the middle of going down, freezing or coming back, never well.
 """
 
 import http.server
@@ -62,7 +64,9 @@ class Health(object):
                 return 404, 'no such server\n'
             if server.status == 'ACTIVE' and server.task_state is None:
                 return (None, None) if server.hung else (200, 'ok\n')
-            return 503, 'server is %s\n' % server.status
+            return 503, 'server is %s%s\n' % (
+                server.status, ' (task %s)' % server.task_state
+                if server.task_state else '')
 
     def answer(self, path):
         """(status, text) for path, or (None, None) to close unanswered."""

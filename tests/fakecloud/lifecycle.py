@@ -4,6 +4,7 @@ Every operation sets the task state at once, then steps on through the
 scheduler (a fraction of task_delay apart) to its end state, sending the
 versioned notifications Nova's compute manager sends for it.  Each new
 operation on a server supersedes the pending steps of the previous one.
+Settling ACTIVE or SHUTOFF and being deleted go on the store's timeline.
 Callers hold the store lock; scheduled steps take it themselves.
 """
 
@@ -18,6 +19,9 @@ _KEEP = object()
 # name Nova's compute manager gives the failing function.
 _FAILING = {'reboot': 'reboot_instance', 'rebuild': 'rebuild_instance',
             'power_on': 'start_instance'}
+
+# (vm_state, task_state) a server settles in, as the timeline names it.
+_SETTLED = {('active', None): 'active', ('stopped', None): 'stopped'}
 
 
 class Lifecycle(object):
@@ -43,6 +47,9 @@ class Lifecycle(object):
         if power_state is not _KEEP:
             server.power_state = power_state
         server.touch()
+        now = (server.vm_state, server.task_state)
+        if now != old and now in _SETTLED:
+            self.store.record(server, _SETTLED[now])
         vm_changed = old[0] != server.vm_state
         task_changed = old[1] != server.task_state
         if notify and ((self.update_on == 'vm_state' and vm_changed) or
@@ -55,9 +62,30 @@ class Lifecycle(object):
     def emit(self, server, context, event_type, **kwargs):
         self.notifier.emit(server, context, event_type, **kwargs)
 
+    def saved(self, server, context, old):
+        """instance.update as Nova sends it for any save of the instance.
+
+        With notify_on_state_change set Nova announces every save, with
+        the old states only when they changed as the option asks (else the
+        current ones twice).  set_state sends only the changes; this is for
+        the saves a stuck task is about: setting it and resetting it.
+        """
+        if self.update_on == 'none':
+            return
+        now = (server.vm_state, server.task_state)
+        changed = old[0] != now[0] or (
+            self.update_on == 'vm_and_task_state' and old != now)
+        self.emit(server, context, 'instance.update',
+                  kind='InstanceUpdatePayload',
+                  state_update=old if changed else now)
+
     def begin(self, server):
-        """Start a new operation: earlier pending steps will not run."""
+        """Start a new operation: earlier pending steps will not run.
+
+        A stuck task is over too: the new operation takes the server on.
+        """
         server.operation += 1
+        server.stuck = False
         return server.operation
 
     def later(self, server, fraction, step, *args):
@@ -134,13 +162,13 @@ class Lifecycle(object):
         self.running(server, context)
         self.emit(server, context, 'instance.reboot.end')
 
-    def running(self, server, context):
+    def running(self, server, context, notify=True):
         """The guest (re)started: running, healthy, no fault."""
         server.hung = False
         server.fault = None
         network.set_ports_status(self.store, server, 'ACTIVE')
         self.set_state(server, context, vm_state='active', task_state=None,
-                       power_state=state.RUNNING)
+                       power_state=state.RUNNING, notify=notify)
 
     def rebuild(self, server, context, image_id):
         self.begin(server)
@@ -166,11 +194,17 @@ class Lifecycle(object):
             self._error(server, context, 'rebuild',
                         'Rebuild failed (fakecloud fault fail_next_action)')
             return
-        self.running(server, context)
         if stays_stopped:
-            # Nova leaves a server rebuilt while stopped stopped.
-            self.set_state(server, context, vm_state='stopped',
-                           power_state=state.SHUTDOWN)
+            # Nova stops a server rebuilt while stopped again: ACTIVE with
+            # task powering-off, then stopped; it never settles ACTIVE.
+            server.hung = False
+            server.fault = None
+            self.set_state(server, context, vm_state='active',
+                           task_state='powering-off',
+                           power_state=state.RUNNING)
+            self.stopped(server, context)
+        else:
+            self.running(server, context)
         self.emit(server, context, 'instance.rebuild.end',
                   kind='InstanceActionRebuildPayload')
 
@@ -201,6 +235,35 @@ class Lifecycle(object):
         self.emit(server, context, 'instance.%s.start' % action)
         done(server, context)
         self.emit(server, context, 'instance.%s.end' % action)
+
+    def stick(self, server, context, task_state, vm_state, power_state):
+        """Leave server in task_state for good.
+
+        As when nova-compute died in the middle of the operation: nothing
+        moves it on, and only the API's save of the task was announced.
+        """
+        self.begin(server)
+        old = (server.vm_state, server.task_state)
+        if power_state == state.RUNNING:
+            network.set_ports_status(self.store, server, 'ACTIVE')
+        elif power_state == state.SHUTDOWN:
+            network.set_ports_status(self.store, server, 'DOWN')
+        self.set_state(server, context, vm_state=vm_state,
+                       task_state=task_state, power_state=power_state,
+                       notify=False)
+        server.stuck = True
+        self.saved(server, context, old)
+
+    def reset_state(self, server, context):
+        """As an admin's nova reset-state --active: ACTIVE at once.
+
+        The way out of a stuck task short of a hard reboot; the one save
+        is announced by one instance.update.
+        """
+        self.begin(server)
+        old = (server.vm_state, server.task_state)
+        self.running(server, context, notify=False)
+        self.saved(server, context, old)
 
     def stop(self, server, context):
         self._simple(server, context, 'power_off', 'powering-off',
@@ -261,6 +324,7 @@ class Lifecycle(object):
         network.set_ports_status(self.store, server, 'DOWN')
         self.set_state(server, context, vm_state='soft-delete',
                        task_state=None, power_state=state.SHUTDOWN)
+        self.store.record(server, 'deleted', soft=True)
         self.emit(server, context, 'instance.soft_delete.end')
         self.scheduler.call_later(self.reclaim_interval, self._step, server,
                                   server.operation, self.hard_delete,
@@ -300,4 +364,5 @@ class Lifecycle(object):
         self.set_state(server, context, vm_state='deleted', task_state=None,
                        power_state=state.NOSTATE, notify=False)
         self.store.forget_server(server)
+        self.store.record(server, 'deleted', soft=False)
         self.emit(server, context, 'instance.delete.end')

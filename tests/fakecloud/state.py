@@ -30,14 +30,19 @@ _HARD_REBOOT = ('rebooting_hard', 'reboot_pending_hard',
                 'reboot_started_hard')
 _REBUILD = ('rebuilding', 'rebuild_block_device_mapping',
             'rebuild_spawning')
+_RESIZE = ('resize_prep', 'resize_migrating', 'resize_migrated',
+           'resize_finish')
 _STATUS = {
-    'active': dict([('', 'ACTIVE')] +
+    'active': dict([('', 'ACTIVE'), ('updating_password', 'PASSWORD'),
+                    ('migrating', 'MIGRATING')] +
                    [(t, 'REBOOT') for t in _REBOOT] +
                    [(t, 'HARD_REBOOT') for t in _HARD_REBOOT] +
-                   [(t, 'REBUILD') for t in _REBUILD]),
+                   [(t, 'REBUILD') for t in _REBUILD] +
+                   [(t, 'RESIZE') for t in _RESIZE]),
     'building': {'': 'BUILD'},
-    'stopped': dict([('', 'SHUTOFF')] + [(t, 'REBUILD') for t in _REBUILD]),
-    'paused': {'': 'PAUSED'},
+    'stopped': dict([('', 'SHUTOFF')] + [(t, 'REBUILD') for t in _REBUILD] +
+                    [(t, 'RESIZE') for t in _RESIZE]),
+    'paused': {'': 'PAUSED', 'migrating': 'MIGRATING'},
     'suspended': {'': 'SUSPENDED'},
     'error': dict([('', 'ERROR')] + [(t, 'REBUILD') for t in _REBUILD]),
     'deleted': {'': 'DELETED'},
@@ -117,6 +122,9 @@ class Server(object):
         self.fail_next_action = False
         self.api_faults = {}
         self.fault_generation = 0
+        # Left in a task by stuck_task: nothing moves it on until a new
+        # operation (Lifecycle.begin) takes over.
+        self.stuck = False
         # Operation generation: scheduled steps of a superseded operation
         # (a delete during a build, a reset during a reboot) do nothing.
         self.operation = 0
@@ -183,7 +191,7 @@ class IpPool(object):
 class Store(object):
     """All resources and their indexes."""
 
-    def __init__(self, compute_host, deleted_kept):
+    def __init__(self, compute_host, deleted_kept, timeline_kept=100000):
         self.lock = threading.RLock()
         self.compute_host = compute_host
         self.deleted_kept = deleted_kept
@@ -205,6 +213,10 @@ class Store(object):
         self.by_change = collections.OrderedDict()
         self._seq = itertools.count(1)
         self._mac = itertools.count(1)
+        # What happened to servers, in order, for tests that need to know
+        # which came first; the oldest entries go beyond timeline_kept.
+        self.timeline = collections.deque(maxlen=timeline_kept)
+        self._timeline_seq = itertools.count(1)
         self.seed_project = fixed_project_id('fakecloud')
         self._seed()
 
@@ -304,6 +316,41 @@ class Store(object):
                 break
             found.append(server)
         return found
+
+    # Timeline
+    # --------
+
+    def record(self, server, event, **extra):
+        """Add event to the timeline, with the server as it is now.
+
+        server None: an event of the whole cloud (an API-wide fault).
+        """
+        with self.lock:
+            entry = {'time': time.time(), 'seq': next(self._timeline_seq),
+                     'server_id': None, 'name': None, 'event': event}
+            if server is not None:
+                entry.update(server_id=server.id, name=server.name,
+                             status=server.status, vm_state=server.vm_state,
+                             task_state=server.task_state)
+            entry.update(extra)
+            self.timeline.append(entry)
+
+    def timeline_since(self, since_seq=0, server_id=None):
+        """Entries after since_seq (of server_id), oldest first.
+
+        Walks back from the newest entry only as far as since_seq, so a
+        test polling for what is new does not pay for the whole history.
+        """
+        with self.lock:
+            found = []
+            for entry in reversed(self.timeline):
+                if entry['seq'] <= since_seq:
+                    break
+                if server_id is None or entry['server_id'] == server_id:
+                    found.append(entry)
+            last_seq = self.timeline[-1]['seq'] if self.timeline else 0
+        found.reverse()
+        return found, last_seq
 
     # Ports
     # -----

@@ -120,3 +120,184 @@ def test_projects_see_only_their_servers(admin, admin_nova, demo_nova,
         assert server.id not in [s.id for s in admin_nova.servers.list()]
     finally:
         admin_nova.servers.delete(own.id)
+
+
+# A server stuck in a task (nova-compute died in the middle of it)
+
+def wait_for_update(nova_events, server_id, timeout=30, **state_update):
+    """The payload of the instance.update with these state_update fields.
+
+    NovaNotifications.wait_for tells updates apart by vm_state only, and a
+    stuck task often leaves the vm_state as it was.
+    """
+    collector = nova_events._collector
+    deadline = time.time() + timeout
+    with collector.changed:
+        while True:
+            for event_type, payload in collector.events:
+                data = payload.get('nova_object.data', {})
+                update = data.get('state_update', {}).get(
+                    'nova_object.data', {})
+                if (event_type == 'instance.update' and
+                        data.get('uuid') == server_id and
+                        all(update.get(k, '-') == v
+                            for k, v in state_update.items())):
+                    return data
+            left = deadline - time.time()
+            assert left > 0, 'no instance.update with %s' % state_update
+            collector.changed.wait(left)
+
+
+def task_state(nova, server_id):
+    return getattr(nova.servers.get(server_id), 'OS-EXT-STS:task_state')
+
+
+@pytest.mark.parametrize('task,status,vm_state,power_state', [
+    ('rebooting', 'REBOOT', 'active', 1),
+    ('rebooting_hard', 'HARD_REBOOT', 'active', 1),
+    ('pausing', 'ACTIVE', 'active', 1),
+    ('powering-on', 'SHUTOFF', 'stopped', 4),
+    ('unpausing', 'PAUSED', 'paused', 3),
+])
+def test_stuck_task_shows_the_task_and_notifies(admin, demo_nova,
+                                                nova_events, server, task,
+                                                status, vm_state,
+                                                power_state):
+    resp = admin.inject_fault(server.id, 'stuck_task', task_state=task)
+    assert resp.status_code == 200, resp.text
+    assert resp.json()['server']['stuck']
+    shown = demo_nova.servers.get(server.id)
+    assert shown.status == status
+    assert getattr(shown, 'OS-EXT-STS:task_state') == task
+    assert getattr(shown, 'OS-EXT-STS:vm_state') == vm_state
+    assert getattr(shown, 'OS-EXT-STS:power_state') == power_state
+    payload = wait_for_update(nova_events, server.id, new_task_state=task)
+    assert (payload['state'], payload['task_state']) == (vm_state, task)
+    # Nothing moves it on: nova-compute is not there to.
+    time.sleep(1.5)
+    assert task_state(demo_nova, server.id) == task
+    health = requests.get(resp.json()['server']['health_url'], timeout=5)
+    assert health.status_code == 503
+
+
+def test_stuck_task_takes_vm_and_power_state(admin, demo_nova, server):
+    resp = admin.inject_fault(server.id, 'stuck_task', task_state='pausing',
+                              power_state='paused')
+    assert resp.status_code == 200, resp.text
+    shown = demo_nova.servers.get(server.id)
+    assert (shown.status, getattr(shown, 'OS-EXT-STS:power_state')) == (
+        'ACTIVE', 3)
+    resp = admin.inject_fault(server.id, 'stuck_task',
+                              task_state='rebooting_hard', vm_state='stopped')
+    assert resp.status_code == 200, resp.text
+    assert demo_nova.servers.get(server.id).status == 'SHUTOFF'
+    for bad in ({}, {'task_state': 'dozing'},
+                {'task_state': 'pausing', 'vm_state': 'napping'},
+                {'task_state': 'pausing', 'power_state': 2}):
+        assert admin.inject_fault(server.id, 'stuck_task',
+                                  **bad).status_code == 400, bad
+
+
+def test_stuck_task_refuses_actions_but_a_hard_reboot(admin, demo_nova,
+                                                      nova_events, server):
+    assert admin.inject_fault(server.id, 'stuck_task',
+                              task_state='pausing').status_code == 200
+    for action in (demo_nova.servers.reboot, demo_nova.servers.stop,
+                   demo_nova.servers.pause):
+        with pytest.raises(nova_exc.Conflict) as error:
+            action(server.id)
+        assert 'task_state pausing' in str(error.value), action
+    # pausing is in Nova's ALLOW_REBOOT: a hard reboot gets it out.
+    demo_nova.servers.reboot(server.id, reboot_type='HARD')
+    nova_events.wait_for(server.id, 'instance.reboot.end')
+    cloud.wait_server_status(demo_nova, server.id, 'ACTIVE')
+    assert task_state(demo_nova, server.id) is None
+
+    assert admin.inject_fault(server.id, 'stuck_task',
+                              task_state='powering-on').status_code == 200
+    for action in (demo_nova.servers.start, demo_nova.servers.reboot,
+                   lambda s: demo_nova.servers.reboot(s, reboot_type='HARD')):
+        with pytest.raises(nova_exc.Conflict) as error:
+            action(server.id)
+        assert 'task_state powering-on' in str(error.value), action
+
+
+def test_reset_clears_a_stuck_task(admin, demo_nova, nova_events, server):
+    resp = admin.inject_fault(server.id, 'stuck_task',
+                              task_state='powering-on')
+    health_url = resp.json()['server']['health_url']
+    assert requests.get(health_url, timeout=5).status_code == 503
+    resp = admin.inject_fault(server.id, 'reset')
+    assert resp.status_code == 200, resp.text
+    assert not resp.json()['server']['stuck']
+    shown = demo_nova.servers.get(server.id)
+    assert (shown.status, getattr(shown, 'OS-EXT-STS:task_state')) == (
+        'ACTIVE', None)
+    assert requests.get(health_url, timeout=5).text.strip() == 'ok'
+    # As Nova's reset-state: one instance.update clears the task.
+    wait_for_update(nova_events, server.id, old_state='stopped',
+                    old_task_state='powering-on', state='active',
+                    new_task_state=None)
+
+
+def test_a_stuck_delete_can_be_deleted_again(admin, demo_nova, nova_events,
+                                             server):
+    assert admin.inject_fault(server.id, 'stuck_task',
+                              task_state='deleting').status_code == 200
+    demo_nova.servers.delete(server.id)
+    nova_events.wait_for(server.id, 'instance.delete.end')
+    with pytest.raises(nova_exc.NotFound):
+        demo_nova.servers.get(server.id)
+
+
+# The timeline
+
+def timeline(user, **params):
+    resp = user.session.get(user.fakecloud_url('/timeline'), params=params,
+                            raise_exc=False)
+    assert resp.status_code == 200, resp.text
+    return resp.json()['timeline']
+
+
+def test_timeline_orders_a_servers_life(admin, demo, demo_nova, nova_events,
+                                        server):
+    demo_nova.servers.stop(server.id)
+    cloud.wait_server_status(demo_nova, server.id, 'SHUTOFF')
+    demo_nova.servers.start(server.id)
+    cloud.wait_server_status(demo_nova, server.id, 'ACTIVE')
+    assert admin.inject_fault(server.id, 'stuck_task',
+                              task_state='rebooting').status_code == 200
+    demo_nova.servers.delete(server.id)
+    nova_events.wait_for(server.id, 'instance.delete.end')
+
+    entries = timeline(admin, server_id=server.id)
+    assert [e['event'] for e in entries] == [
+        'created', 'active', 'action:os-stop', 'stopped', 'action:os-start',
+        'active', 'fault:stuck_task', 'action:delete', 'deleted'], entries
+    seqs = [e['seq'] for e in entries]
+    assert seqs == sorted(set(seqs))
+    times = [e['time'] for e in entries]
+    assert times == sorted(times)
+    assert entries[6]['parameters']['task_state'] == 'rebooting'
+    assert {e['server_id'] for e in entries} == {server.id}
+    assert {e['name'] for e in entries} == {server.name}
+
+    since = timeline(admin, server_id=server.id, since_seq=seqs[5])
+    assert [e['seq'] for e in since] == seqs[6:]
+    resp = demo.session.get(demo.fakecloud_url('/timeline'), raise_exc=False)
+    assert resp.status_code == 403
+
+
+def test_timeline_records_reboots_and_api_faults(admin, demo_nova, server):
+    last = timeline(admin)[-1]['seq']
+    demo_nova.servers.reboot(server.id, reboot_type='HARD')
+    cloud.wait_server_status(demo_nova, server.id, 'ACTIVE')
+    assert admin.inject_api_fault('slow_api', duration=1,
+                                  delay=0.1).status_code == 200
+    entries = timeline(admin, since_seq=last)
+    mine = [(e['event'], e.get('type')) for e in entries
+            if e['server_id'] == server.id]
+    assert mine == [('action:reboot', 'HARD'), ('active', None)], entries
+    api_wide = [e for e in entries if e['server_id'] is None]
+    assert [e['event'] for e in api_wide] == ['fault:slow_api']
+    assert api_wide[0]['parameters'] == {'duration': 1, 'delay': 0.1}
