@@ -125,6 +125,11 @@ cfg.CONF.register_opts(registry_opts, group=GROUP)
 # credentials they use.
 
 monitor_opts = [
+    cfg.IntOpt('max_concurrent_recoveries',
+               default=10, min=1,
+               help='Most recoveries one heat-health-engine carries out at '
+                    'the same time, all policies together (each policy '
+                    'has its own max_concurrent too).'),
     cfg.FloatOpt('monitor_tick',
                  default=1.0, min=0.1,
                  help='Seconds between two passes of the monitor loop: '

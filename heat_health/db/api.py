@@ -201,6 +201,93 @@ def policy_set_suspended(policy_id, suspended, grace_seconds=0):
         return found
 
 
+def _recreating(row):
+    return (row.state in ('RECOVERING', 'VERIFYING') and
+            (row.recovery or {}).get('action') == 'RECREATE')
+
+
+def _replaced_by_recovery(row, found, now):
+    """The row of a place whose RECREATE happened: VERIFYING, new server.
+
+    Attempts and the recovery stay; verification starts now, with the
+    deadline the recovery was given.
+    """
+    recovery = dict(row.recovery)
+    seconds = recovery.get('verify_seconds') or 0
+    recovery.update(stage='replaced', new_server_id=found['server_id'],
+                    started_at=now.isoformat(),
+                    deadline=(now + datetime.timedelta(
+                        seconds=seconds)).isoformat())
+    reason = 'server %s replaced by %s (RECREATE): verifying' % (
+        row.server_id, found['server_id'])
+    event = {'policy_id': row.policy_id, 'server_id': found['server_id'],
+             'old_state': row.state, 'new_state': 'VERIFYING',
+             'reason': reason[:255], 'source': 'recovery',
+             'created_at': now}
+    values = _new_server_values(found['server_id'], now, None, reason)
+    values.update(state='VERIFYING', recovery=recovery,
+                  addresses=list(found.get('addresses') or ()))
+    for key, value in values.items():
+        setattr(row, key, value)
+    return event
+
+
+def policy_set_braked(engine_id, policy_id, generation, reason):
+    """Store why the policy stopped acting (None: it acts again).
+
+    Only its owner under that generation writes it. True if written.
+    """
+    now = timeutils.utcnow()
+    with _facade.writer.using(_Session()) as session:
+        return bool(session.query(models.Policy).filter_by(
+            id=policy_id, engine_id=engine_id, generation=generation).update(
+                {'braked': reason and reason[:255],
+                 'braked_since': reason and now},
+                synchronize_session=False))
+
+
+def event_add(events):
+    """Store timeline rows that are not state changes (holds, brakes)."""
+    if not events:
+        return
+    with _facade.writer.using(_Session()) as session:
+        session.execute(sa.insert(models.Event.__table__),
+                        [dict(e, reason=(e.get('reason') or '')[:255])
+                         for e in events])
+
+
+def target_reset(stack_id, resource_name, reason):
+    """A user said the resource is healthy: forget its failure.
+
+    The rows of that place (every policy watching it) in a failed or
+    recovery state start again NO_DATA, attempts forgotten; any engine
+    may write this (the owner follows the newer stored state). Returns
+    the number of rows reset.
+    """
+    now = timeutils.utcnow()
+    T = models.Target
+    with _facade.writer.using(_Session()) as session:
+        rows = session.query(T).filter(
+            T.stack_id == stack_id, T.resource_name == resource_name,
+            T.state.in_(['SUSPECT', 'UNHEALTHY', 'RECOVERING', 'VERIFYING',
+                         'GAVE_UP'])).all()
+        for row in rows:
+            session.add(models.Event(
+                policy_id=row.policy_id, server_id=row.server_id,
+                old_state=row.state, new_state='NO_DATA',
+                reason=reason[:255], source='api', created_at=now))
+            row.state = 'NO_DATA'
+            row.state_reason = reason[:255]
+            row.state_since = now
+            row.recovery = None
+            row.attempts = 0
+            row.first_attempt_at = None
+            row.next_attempt_at = None
+            row.observation = None
+            row.observed_at = None
+        return len(rows)
+
+
 def _owned_by(engine_id, now):
     """Criteria: the target's policy is this engine's by a live lease."""
     P, T = models.Policy.__table__, models.Target.__table__
@@ -310,6 +397,12 @@ def target_sync(policy_id, places, grace_seconds, graced=()):
             row, found = existing[place], places[place]
             if row.path != found['path']:
                 row.path = found['path']
+            if (row.server_id != found['server_id'] and
+                    _recreating(row)):
+                # Our own recovery's replacement: verify the new server.
+                replaced.append(place)
+                events.append(_replaced_by_recovery(row, found, now))
+                continue
             if row.server_id != found['server_id']:
                 replaced.append(place)
                 reason = 'server %s replaced by %s' % (row.server_id,

@@ -72,6 +72,10 @@ class Policy(BASE):
     created_at = sa.Column(sa.DateTime, nullable=False,
                            default=timeutils.utcnow)
     updated_at = sa.Column(sa.DateTime, onupdate=timeutils.utcnow)
+    # Why the policy stopped acting (mass failure, blind observers), set
+    # and cleared by its owner; None while it may act.
+    braked = sa.Column(sa.String(255))
+    braked_since = sa.Column(sa.DateTime)
 
 
 class Target(BASE):
@@ -113,6 +117,14 @@ class Target(BASE):
     observed_at = sa.Column(sa.DateTime)
     # No verdict before this time (grace after create or update).
     grace_until = sa.Column(sa.DateTime)
+    # The recovery under way (RECOVERING, VERIFYING) or that just failed
+    # (UNHEALTHY, to escalate): stored before its action is issued.
+    recovery = sa.Column(db_types.JsonEncodedDict)
+    # Attempts since ``first_attempt_at``; none before ``next_attempt_at``.
+    attempts = sa.Column(sa.Integer, nullable=False, default=0,
+                         server_default='0')
+    first_attempt_at = sa.Column(sa.DateTime)
+    next_attempt_at = sa.Column(sa.DateTime)
 
 
 class Event(BASE):

@@ -8,6 +8,8 @@ from oslo_log import log as logging
 import oslo_messaging
 from oslo_utils import timeutils
 
+from heat_health.common import config  # noqa: F401  (registers options)
+from heat_health.db import api as db_api
 from heat_health.engine import heat_locks
 from heat_health.engine.monitor import observation as obs
 from heat_health.engine import registry as registry_module
@@ -54,6 +56,47 @@ def set_health(rsrc, mark_unhealthy, reason):
         rsrc.state_set(rsrc.CHECK, rsrc.COMPLETE, reason=reason)
 
 
+def mark(ctxt, engine_id, stack, rsrc, mark_unhealthy, reason, source,
+         addressed_stack_id):
+    """Set or clear CHECK_FAILED under Heat's lock, then record it.
+
+    The one path of every marking, the API's and recovery's, so both honour
+    Heat's locks and leave the same record. ``ctxt`` acts: the caller's
+    request context, or a stack's stored context (its user is then the
+    trustor). Returns the recorded Marking, or None when the state changed
+    but the record could not be written.
+    """
+    with heat_locks.locked(ctxt, rsrc, engine_id):
+        set_health(rsrc, mark_unhealthy, reason)
+    LOG.info('%(what)s %(res)s (%(phys)s) in stack %(stack)s: %(why)s',
+             {'what': 'Marked unhealthy' if mark_unhealthy
+              else 'Reset health of',
+              'res': rsrc.name, 'phys': rsrc.resource_id,
+              'stack': stack.name, 'why': reason})
+    values = {
+        'stack_id': addressed_stack_id,
+        'owner_stack_id': stack.id,
+        'resource_name': rsrc.name,
+        'physical_resource_id': rsrc.resource_id,
+        'mark_unhealthy': mark_unhealthy,
+        # What Heat keeps of the reason on MySQL, a TEXT column: at
+        # most 65,535 bytes, whole characters.
+        'reason': reason.encode('utf-8')[:65535].decode('utf-8', 'ignore'),
+        'user_id': ctxt.user_id or ctxt.trustor_user_id,
+        'project_id': ctxt.project_id or stack.tenant_id,
+        'source': source,
+        'created_at': timeutils.utcnow(),
+    }
+    try:
+        return marking_object.Marking.create(values)
+    except Exception:
+        LOG.exception('The marking of %(res)s in stack %(stack)s was '
+                      'made but not recorded; the record was %(values)s',
+                      {'res': rsrc.name, 'stack': stack.name,
+                       'values': values})
+        return None
+
+
 class HealthEndpoint(object):
 
     target = oslo_messaging.Target(version=rpc_api.RPC_API_VERSION)
@@ -92,37 +135,18 @@ class HealthEndpoint(object):
         user = ctxt.username or ctxt.user_name or ctxt.user_id
         reason = (resource_status_reason or
                   DEFAULT_REASONS[mark_unhealthy] % user)
-        with heat_locks.locked(ctxt, rsrc, self.engine_id):
-            set_health(rsrc, mark_unhealthy, reason)
-        LOG.info('%(what)s %(res)s (%(phys)s) in stack %(stack)s: %(why)s',
-                 {'what': 'Marked unhealthy' if mark_unhealthy
-                  else 'Reset health of',
-                  'res': rsrc.name, 'phys': rsrc.resource_id,
-                  'stack': stack.name, 'why': reason})
-        values = {
-            'stack_id': stack_identity['stack_id'],
-            'owner_stack_id': stack.id,
-            'resource_name': rsrc.name,
-            'physical_resource_id': rsrc.resource_id,
-            'mark_unhealthy': mark_unhealthy,
-            # What Heat keeps of the reason on MySQL, a TEXT column: at
-            # most 65,535 bytes, whole characters.
-            'reason': reason.encode('utf-8')[:65535].decode('utf-8',
-                                                            'ignore'),
-            'user_id': ctxt.user_id,
-            'project_id': ctxt.project_id,
-            'source': source,
-            'created_at': timeutils.utcnow(),
-        }
-        try:
-            marking = marking_object.Marking.create(values)
-        except Exception:
-            LOG.exception('The marking of %(res)s in stack %(stack)s was '
-                          'made but not recorded; the record was %(values)s',
-                          {'res': rsrc.name, 'stack': stack.name,
-                           'values': values})
-            return None
-        return marking.obj_to_primitive()
+        marking = mark(ctxt, self.engine_id, stack, rsrc, mark_unhealthy,
+                       reason, source, stack_identity['stack_id'])
+        if not mark_unhealthy:
+            # The user says it is well: a failure, a recovery under way or
+            # a given-up server starts afresh.
+            try:
+                db_api.target_reset(rsrc.stack.id, rsrc.name,
+                                    'reset by %s: %s' % (user, reason))
+            except Exception:
+                LOG.exception('Could not reset the health of %s',
+                              rsrc.name)
+        return marking.obj_to_primitive() if marking is not None else None
 
     # Health policy registration (OS::Heat::HealthPolicy).
 

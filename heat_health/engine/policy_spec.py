@@ -19,6 +19,56 @@ DEFAULT_MODES = (obs.NODE_STATUS_POLLING,)
 POLLED = frozenset([obs.NODE_STATUS_POLLING, obs.NODE_STATUS_POLL_URL])
 
 
+HEAL, OBSERVE = 'HEAL', 'OBSERVE'
+
+
+class RecoverySpec(collections.namedtuple('RecoverySpec', [
+        'actions',          # ((name, params), ...) or None: state-aware
+        'fence_compute',    # stop the old server before a RECREATE
+        'node_delete_timeout',  # seconds for the fencing to be confirmed
+        'node_force_recreate',  # force-delete a server that will not stop
+        'max_attempts',     # attempts within attempt_window, then GAVE_UP
+        'attempt_window',   # seconds
+        'healthy_reset',    # seconds healthy before attempts are forgotten
+        'backoff_initial',  # seconds before the second attempt
+        'backoff_max',      # longest wait between two attempts
+        'backoff_jitter',   # fraction of noise on each wait
+        'success_threshold',  # healthy verdicts after an action
+        'max_concurrent',   # recoveries of the policy at once
+        'max_unhealthy_fraction',  # the brake
+        'mode'])):          # HEAL or OBSERVE
+    __slots__ = ()
+
+    @classmethod
+    def parse(cls, recovery):
+        recovery = recovery or {}
+
+        def get(key, default):
+            value = recovery.get(key)
+            return default if value is None else value
+
+        actions = recovery.get('actions')
+        if actions:
+            actions = tuple((a['name'], dict(a.get('params') or {}))
+                            for a in actions)
+        return cls(actions=actions or None,
+                   fence_compute='COMPUTE' in (recovery.get('fencing') or ()),
+                   node_delete_timeout=get('node_delete_timeout', 20),
+                   node_force_recreate=bool(recovery.get(
+                       'node_force_recreate')),
+                   max_attempts=get('max_attempts', 5),
+                   attempt_window=get('attempt_window', 3600),
+                   healthy_reset=get('healthy_reset', 600),
+                   backoff_initial=get('backoff_initial', 10),
+                   backoff_max=get('backoff_max', 300),
+                   backoff_jitter=get('backoff_jitter', 0.2),
+                   success_threshold=get('success_threshold', 1),
+                   max_concurrent=get('max_concurrent', 1),
+                   max_unhealthy_fraction=get('max_unhealthy_fraction',
+                                              0.55),
+                   mode=get('mode', HEAL))
+
+
 class PolicySpec(collections.namedtuple('PolicySpec', [
         'targets',        # resource names of the policy's stack
         'modes',          # detection mode names, in the template's order
@@ -26,7 +76,8 @@ class PolicySpec(collections.namedtuple('PolicySpec', [
         'interval',       # seconds between two checks of each server
         'grace',          # seconds after a create or update: no failure
         'conditional',    # ANY_FAILED or ALL_FAILED
-        'enabled'])):     # the template's maintenance switch
+        'enabled',        # the template's maintenance switch
+        'recovery'])):    # its RecoverySpec
     __slots__ = ()
 
     @classmethod
@@ -47,7 +98,8 @@ class PolicySpec(collections.namedtuple('PolicySpec', [
                    grace=DEFAULT_GRACE if grace is None else grace,
                    conditional=(detection.get('recovery_conditional') or
                                 ANY_FAILED),
-                   enabled=bool(enabled))
+                   enabled=bool(enabled),
+                   recovery=RecoverySpec.parse(spec.get('recovery')))
 
     @classmethod
     def of(cls, policy):

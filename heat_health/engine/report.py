@@ -26,6 +26,9 @@ def _target(target):
             'reason': target.state_reason,
             'since': _time(target.state_since),
             'grace_until': _time(target.grace_until),
+            'recovery': target.recovery,
+            'attempts': target.attempts,
+            'next_attempt_at': _time(target.next_attempt_at),
             'last_observation': {
                 'verdict': target.observation,
                 'reason': target.observation_reason,
@@ -48,6 +51,9 @@ def _policy(policy, targets):
             'recovery_conditional': spec.conditional,
             'interval': spec.interval,
             'node_update_timeout': spec.grace,
+            'recovery_mode': spec.recovery.mode,
+            'braked': policy.braked,
+            'braked_since': _time(policy.braked_since),
             'counts': dict(collections.Counter(t.state for t in targets)),
             'targets': [_target(t) for t in targets]}
 

@@ -16,6 +16,8 @@ from heat_health.engine import heat_locks
 from heat_health.engine.monitor import monitor
 from heat_health.engine.monitor import routing
 from heat_health.engine import partition
+from heat_health.engine.recovery import heat_replace
+from heat_health.engine.recovery import loop as recovery_loop
 from heat_health.engine import registry
 
 LOG = logging.getLogger(__name__)
@@ -51,6 +53,12 @@ class HealthEngineService(service.Service):
         self._monitor = monitor.Monitor(self.engine_id, self.host,
                                         registry=self.registry,
                                         forwarder=routing.Forwarder())
+        # Recovery acts on what the monitor stored.
+        self._recovery = recovery_loop.RecoveryLoop(
+            self.engine_id, self._monitor.tracker,
+            heat_replace.HeatReplacer(self.engine_id),
+            blind=lambda: self._monitor.poller.failure)
+        self._monitor.tracker.on_failure = self._recovery.wake
         health_endpoint = endpoint.HealthEndpoint(
             self.engine_id, self.registry, router=self._monitor.router)
         for rpc_target, rpc_endpoint in [
@@ -61,11 +69,15 @@ class HealthEngineService(service.Service):
             server.start()
             self._servers.append(server)
         self._monitor.start()
+        self._recovery.start()
         LOG.info('heat-health-engine %(id)s serving topic %(topic)s on '
                  '%(host)s', {'id': self.engine_id, 'topic': self.topic,
                               'host': self.host})
 
     def stop(self, graceful=True):
+        if getattr(self, '_recovery', None) is not None:
+            self._recovery.stop()
+            self._recovery = None
         if getattr(self, '_monitor', None) is not None:
             self._monitor.stop()
             self._monitor = None

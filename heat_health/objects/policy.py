@@ -13,7 +13,8 @@ class Policy(base.VersionedObject, base.VersionedObjectDictCompat):
     OBJ_PROJECT_NAMESPACE = 'heat_health'
     # Version 1.0: Initial version
     # Version 1.1: generation, handoff_to, suspended
-    VERSION = '1.1'
+    # Version 1.2: braked, braked_since
+    VERSION = '1.2'
 
     fields = {
         'id': fields.StringField(),
@@ -30,6 +31,9 @@ class Policy(base.VersionedObject, base.VersionedObjectDictCompat):
         'generation': fields.IntegerField(),
         'handoff_to': fields.StringField(nullable=True),
         'suspended': fields.BooleanField(),
+        # Why the policy stopped acting, if it did.
+        'braked': fields.StringField(nullable=True),
+        'braked_since': fields.DateTimeField(nullable=True),
         'created_at': fields.DateTimeField(),
         'updated_at': fields.DateTimeField(nullable=True),
     }

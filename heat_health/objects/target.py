@@ -1,5 +1,6 @@
 """Target: one watched server of a policy, where it is and how it is."""
 
+from heat.objects import fields as heat_fields
 from oslo_versionedobjects import base
 from oslo_versionedobjects import fields
 
@@ -11,7 +12,8 @@ class Target(base.VersionedObject, base.VersionedObjectDictCompat):
     OBJ_PROJECT_NAMESPACE = 'heat_health'
     # Version 1.0: Initial version
     # Version 1.1: server_name
-    VERSION = '1.1'
+    # Version 1.2: recovery, attempts, first_attempt_at, next_attempt_at
+    VERSION = '1.2'
 
     fields = {
         'id': fields.IntegerField(),
@@ -30,6 +32,10 @@ class Target(base.VersionedObject, base.VersionedObjectDictCompat):
         'observation_source': fields.StringField(nullable=True),
         'observed_at': fields.DateTimeField(nullable=True),
         'grace_until': fields.DateTimeField(nullable=True),
+        'recovery': heat_fields.JsonField(nullable=True),
+        'attempts': fields.IntegerField(),
+        'first_attempt_at': fields.DateTimeField(nullable=True),
+        'next_attempt_at': fields.DateTimeField(nullable=True),
     }
 
     @classmethod

@@ -86,18 +86,21 @@ class HealthPolicy(resource.Resource):
 
     _RECOVERY_KEYS = (
         RECOVERY_ACTIONS, FENCING, NODE_DELETE_TIMEOUT, NODE_FORCE_RECREATE,
-        MAX_ATTEMPTS, BACKOFF_INITIAL, BACKOFF_MAX, MAX_CONCURRENT,
+        MAX_ATTEMPTS, ATTEMPT_WINDOW, HEALTHY_RESET, BACKOFF_INITIAL,
+        BACKOFF_MAX, BACKOFF_JITTER, SUCCESS_THRESHOLD, MAX_CONCURRENT,
         MAX_UNHEALTHY_FRACTION, MODE,
     ) = (
         'actions', 'fencing', 'node_delete_timeout', 'node_force_recreate',
-        'max_attempts', 'backoff_initial', 'backoff_max', 'max_concurrent',
-        'max_unhealthy_fraction', 'mode',
+        'max_attempts', 'attempt_window', 'healthy_reset', 'backoff_initial',
+        'backoff_max', 'backoff_jitter', 'success_threshold',
+        'max_concurrent', 'max_unhealthy_fraction', 'mode',
     )
 
     _ACTION_KEYS = (ACTION_NAME, ACTION_PARAMS) = ('name', 'params')
 
-    ACTION_NAMES = (REBOOT, REBUILD, RECREATE) = (
-        'REBOOT', 'REBUILD', 'RECREATE')
+    ACTION_NAMES = (REBOOT, REBUILD, START, UNPAUSE, RESUME, RECREATE) = (
+        'REBOOT', 'REBUILD', 'START', 'UNPAUSE', 'RESUME', 'RECREATE')
+    REBOOT_TYPES = ('SOFT', 'HARD')
     RECOVERY_MODES = (HEAL, OBSERVE) = ('HEAL', 'OBSERVE')
     FENCING_SERVICES = ('COMPUTE',)
 
@@ -220,8 +223,13 @@ class HealthPolicy(resource.Resource):
             schema={
                 RECOVERY_ACTIONS: properties.Schema(
                     properties.Schema.LIST,
-                    _('Recovery actions, tried in order.'),
-                    default=[{ACTION_NAME: RECREATE}],
+                    _('Escalation ladder: actions tried in order, the next '
+                      'one when a server is not healthy again within '
+                      'node_update_timeout. REBOOT takes params {type: '
+                      'SOFT|HARD}. Without it, the cheapest action that '
+                      'fits the state Nova reports (paused: UNPAUSE, '
+                      'stopped: START, suspended: RESUME), then REBOOT, '
+                      'then RECREATE.'),
                     schema=properties.Schema(
                         properties.Schema.MAP,
                         schema={
@@ -264,22 +272,51 @@ class HealthPolicy(resource.Resource):
                 ),
                 MAX_ATTEMPTS: properties.Schema(
                     properties.Schema.INTEGER,
-                    _('Recoveries of one server before it is given up.'),
-                    default=3,
+                    _('Recovery attempts of one server within '
+                      'attempt_window before it is given up (GAVE_UP).'),
+                    default=5,
                     constraints=[constraints.Range(1, 100)],
+                ),
+                ATTEMPT_WINDOW: properties.Schema(
+                    properties.Schema.INTEGER,
+                    _('Seconds over which attempts are counted.'),
+                    default=3600,
+                    constraints=[constraints.Range(1, 604800)],
+                ),
+                HEALTHY_RESET: properties.Schema(
+                    properties.Schema.INTEGER,
+                    _('Seconds a server must stay healthy before its '
+                      'attempts are forgotten.'),
+                    default=600,
+                    constraints=[constraints.Range(0, 86400)],
                 ),
                 BACKOFF_INITIAL: properties.Schema(
                     properties.Schema.INTEGER,
                     _('Seconds before the second recovery attempt of a '
                       'server; doubled for each further one.'),
-                    default=30,
+                    default=10,
                     constraints=[constraints.Range(0, 86400)],
                 ),
                 BACKOFF_MAX: properties.Schema(
                     properties.Schema.INTEGER,
                     _('Longest wait between two recovery attempts.'),
-                    default=600,
+                    default=300,
                     constraints=[constraints.Range(0, 86400)],
+                ),
+                BACKOFF_JITTER: properties.Schema(
+                    properties.Schema.NUMBER,
+                    _('Random noise added to each wait, as a fraction of '
+                      'it, so that servers that failed together are not '
+                      'recovered in lockstep.'),
+                    default=0.2,
+                    constraints=[constraints.Range(0, 1)],
+                ),
+                SUCCESS_THRESHOLD: properties.Schema(
+                    properties.Schema.INTEGER,
+                    _('Healthy verdicts, seen after an action, before the '
+                      'server counts as recovered.'),
+                    default=1,
+                    constraints=[constraints.Range(1, 10)],
                 ),
                 MAX_CONCURRENT: properties.Schema(
                     properties.Schema.INTEGER,
@@ -289,10 +326,11 @@ class HealthPolicy(resource.Resource):
                 ),
                 MAX_UNHEALTHY_FRACTION: properties.Schema(
                     properties.Schema.NUMBER,
-                    _('Brake: no recovery while more than this fraction of '
-                      'the targets is unhealthy (a mass failure is more '
-                      'likely a fault of the platform than of servers).'),
-                    default=0.5,
+                    _('Brake: no new recovery while at least this fraction '
+                      'of the targets (three or more) is failing at once: a '
+                      'mass failure is more likely a fault of the platform '
+                      'or of the observers than of the servers.'),
+                    default=0.55,
                     constraints=[constraints.Range(0, 1)],
                 ),
                 MODE: properties.Schema(
@@ -426,12 +464,28 @@ class HealthPolicy(resource.Resource):
                           {'i': recovery[self.BACKOFF_INITIAL],
                            'm': recovery[self.BACKOFF_MAX]},
                           self.RECOVERY, self.BACKOFF_INITIAL)
-        names = [a[self.ACTION_NAME]
-                 for a in recovery[self.RECOVERY_ACTIONS]]
-        if len(set(names)) != len(names):
+        actions = recovery[self.RECOVERY_ACTIONS] or []
+        keys = [(a[self.ACTION_NAME],
+                 (a.get(self.ACTION_PARAMS) or {}).get('type'))
+                for a in actions]
+        if len(set(keys)) != len(keys):
             self._invalid(_('recovery actions must not repeat: %s') %
-                          ', '.join(names), self.RECOVERY,
-                          self.RECOVERY_ACTIONS)
+                          ', '.join(a[self.ACTION_NAME] for a in actions),
+                          self.RECOVERY, self.RECOVERY_ACTIONS)
+        for index, action in enumerate(actions):
+            params = action.get(self.ACTION_PARAMS) or {}
+            path = (self.RECOVERY, self.RECOVERY_ACTIONS, index,
+                    self.ACTION_PARAMS)
+            allowed = ({'type'} if action[self.ACTION_NAME] == self.REBOOT
+                       else set())
+            unknown = sorted(set(params) - allowed)
+            if unknown:
+                self._invalid(_('%(action)s takes no parameter %(p)s') % {
+                    'action': action[self.ACTION_NAME],
+                    'p': ', '.join(unknown)}, *path)
+            if params.get('type', 'SOFT') not in self.REBOOT_TYPES:
+                self._invalid(_('REBOOT type must be SOFT or HARD, not '
+                                '%s') % params['type'], *path)
 
     def validate(self):
         super(HealthPolicy, self).validate()

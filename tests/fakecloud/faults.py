@@ -15,7 +15,7 @@ from tests.fakecloud import http
 from tests.fakecloud import state
 
 SERVER_FAULTS = ('power_off', 'pause', 'suspend', 'shutdown',
-                 'crash_to_error', 'vanish', 'hang', 'stuck_task',
+                 'crash_to_error', 'vanish', 'hang', 'broken', 'stuck_task',
                  'slow_api', 'api_errors', 'fail_next_action', 'reset')
 API_FAULTS = ('slow_api', 'api_errors', 'reset')
 _TIMED = ('power_off', 'pause', 'suspend', 'shutdown', 'crash_to_error',
@@ -217,6 +217,7 @@ class Faults(object):
             'power_state': server.power_state,
             'host': server.host, 'instance_name': server.instance_name,
             'deleted': server.deleted, 'hung': server.hung,
+            'broken': server.broken,
             'stuck': server.stuck,
             'fail_next_action': server.fail_next_action,
             'api_faults': self._describe_api_faults(server.api_faults),
@@ -294,6 +295,8 @@ class Faults(object):
             life.hard_delete(server, ctx, delay=0)
         elif name == 'hang':
             server.hung = True
+        elif name == 'broken':
+            server.broken = True
         elif name == 'stuck_task':
             life.stick(server, ctx, **stuck)
         elif name == 'fail_next_action':
@@ -305,6 +308,7 @@ class Faults(object):
         """Back to ACTIVE and healthy, the way each state recovers."""
         life = self.lifecycle
         server.hung = False
+        server.broken = False
         server.fail_next_action = False
         server.api_faults.clear()
         vm_state = server.vm_state

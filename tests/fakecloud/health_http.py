@@ -63,7 +63,9 @@ class Health(object):
             if server is None:
                 return 404, 'no such server\n'
             if server.status == 'ACTIVE' and server.task_state is None:
-                return (None, None) if server.hung else (200, 'ok\n')
+                if server.hung or server.broken:
+                    return None, None
+                return 200, 'ok\n'
             return 503, 'server is %s%s\n' % (
                 server.status, ' (task %s)' % server.task_state
                 if server.task_state else '')

@@ -119,6 +119,9 @@ class Server(object):
         # Test faults: a hung guest, per-server API faults, a failing
         # next action; fault_generation invalidates timed fault resets.
         self.hung = False
+        # A guest broken for good (a bad disk): hung through every reboot
+        # and rebuild; only a new server is well.
+        self.broken = False
         self.fail_next_action = False
         self.api_faults = {}
         self.fault_generation = 0

@@ -125,7 +125,8 @@ def test_second_engine_never_shares_and_takes_a_dead_ones_policy(
     name = stacks('policy', 'policy.yaml')['stack_name']
     first = _all_healthy(demo, name)['status']['engine_id']
     try:
-        with engines.own_engine(demo, tmp_path, '[coordination]\nbackend_url =\n') as log:
+        with engines.own_engine(demo, tmp_path,
+                                '[coordination]\nbackend_url =\n') as log:
             # A live owner keeps its policy: the second engine renews
             # nothing of it through more than one of its lease rounds.
             deadline = time.monotonic() + 15

@@ -176,7 +176,8 @@ class Monitor(object):
                          for p in self._policies.values())),
             tuple(sorted((pid, r.busy, r.suspended)
                          for pid, r in resolutions.items())),
-            tuple(sorted((t.id, t.server_id, str(t.grace_until), t.path)
+            tuple(sorted((t.id, t.server_id, str(t.grace_until), t.path,
+                          t.state, str(t.state_since))
                          for targets in self._targets.values()
                          for t in targets)))
         if signature != self._signature:

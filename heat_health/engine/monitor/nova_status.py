@@ -74,6 +74,9 @@ class StatusPoller(object):
         # Each watched server as Nova last listed it: poll URLs name its
         # name and may only name its own addresses.
         self.listed = {}
+        # Why the last poll failed, None after one that succeeded: no
+        # recovery acts on what a blind observer last saw.
+        self.failure = None
 
     def poll(self):
         """One poll cycle; returns the number of observations made."""
@@ -88,6 +91,7 @@ class StatusPoller(object):
                 count += self._missing(watched - set(servers), now)
                 self._since = now
                 self._cycles = 0
+                self.failure = None
                 return count
             changed = self._adapter.list_changed(self._since - OVERLAP)
             self._since = now
@@ -98,8 +102,10 @@ class StatusPoller(object):
                 self._cycles = 0
             if self._sweep is not None:
                 count += self._sweep_page(watched, now)
+            self.failure = None
             return count
         except nova_adapter.NovaUnavailable as e:
+            self.failure = 'Nova API unavailable: %s' % e
             self._sweep = None
             self._reported = {}
             LOG.warning('Nova status poll failed, %(n)d servers UNKNOWN: '

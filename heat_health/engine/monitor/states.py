@@ -4,7 +4,11 @@
 detection mode, time, the policy, what suppresses the target): no I/O, no
 clock of its own, so every rule is unit-tested on its own. The tracker only
 applies what it returns, and only after the change was stored.
-Recovery states (recovering, verifying, gave up) come with recovery.
+
+Recovery moves a target into RECOVERING (an action stored before it is
+issued) and VERIFYING (issued; the detectors must agree it worked): while
+RECOVERING, verdicts change nothing, the recovery loop drives; VERIFYING
+and GAVE_UP end only when the server is seen healthy.
 """
 
 import collections
@@ -12,12 +16,18 @@ import collections
 from heat_health.engine.monitor import observation as obs
 from heat_health.engine import policy_spec
 
-STATES = (NO_DATA, HEALTHY, SUSPECT, UNHEALTHY) = (
-    'NO_DATA', 'HEALTHY', 'SUSPECT', 'UNHEALTHY')
+STATES = (NO_DATA, HEALTHY, SUSPECT, UNHEALTHY, RECOVERING, VERIFYING,
+          GAVE_UP) = (
+    'NO_DATA', 'HEALTHY', 'SUSPECT', 'UNHEALTHY', 'RECOVERING', 'VERIFYING',
+    'GAVE_UP')
 # NO_DATA: watched, but no detector has given a verdict yet. Never shown as
 # HEALTHY: a server nobody has looked at is not known to be well.
 
 FAILING = frozenset([SUSPECT, UNHEALTHY])
+# States of a recovery: the planner's, never left for a failure.
+IN_RECOVERY = frozenset([RECOVERING, VERIFYING])
+# Not well, for the brake: what share of a policy's targets is down.
+DOWN = frozenset([UNHEALTHY, RECOVERING, VERIFYING, GAVE_UP])
 
 CONDITIONALS = (ANY_FAILED, ALL_FAILED) = (
     policy_spec.ANY_FAILED, policy_spec.ALL_FAILED)
@@ -68,7 +78,8 @@ Suppression = collections.namedtuple('Suppression', [
 NOT_SUPPRESSED = Suppression(None, None, None)
 
 
-def transition(old, verdicts, now, spec, suppression=NOT_SUPPRESSED):
+def transition(old, verdicts, now, spec, suppression=NOT_SUPPRESSED,
+               streak=0):
     """The Transition of a target in state ``old``.
 
     :param verdicts: {mode: Observation} as for ``decide``.
@@ -79,10 +90,22 @@ def transition(old, verdicts, now, spec, suppression=NOT_SUPPRESSED):
         busy and the grace hold failures only, so a server that answers
         is HEALTHY at once, while a server that is still booting or being
         updated is not taken for a failure.
+    :param streak: healthy verdicts in a row since the last recovery
+        action (VERIFYING ends at the policy's success threshold).
     """
+    if old == RECOVERING:
+        return NOTHING
     decision = decide(verdicts, spec.modes, spec.conditional)
     if decision is None or decision.state == old:
         return NOTHING
+    if old in (VERIFYING, GAVE_UP):
+        if decision.state != HEALTHY or (
+                old == VERIFYING and
+                streak < spec.recovery.success_threshold):
+            return NOTHING
+        if old == VERIFYING:
+            decision = Decision(HEALTHY, 'recovered: %s' % decision.reason,
+                                decision.source)
     if suppression.frozen:
         return Transition(None, True)
     if decision.state in FAILING and (

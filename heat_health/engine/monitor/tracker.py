@@ -38,6 +38,9 @@ LOG = logging.getLogger(__name__)
 
 EVENT_TYPE = 'heat_health.target.state_change'
 
+# States that close a recovery: the next failure starts a new incident.
+_ENDS_RECOVERY = frozenset([states.HEALTHY, states.NO_DATA])
+
 # A stored observation that still says the same is rewritten after this
 # long, so the report shows that detectors are alive.
 OBSERVATION_REFRESH = datetime.timedelta(minutes=10)
@@ -45,6 +48,13 @@ OBSERVATION_REFRESH = datetime.timedelta(minutes=10)
 
 def _naive(value):
     return value and timeutils.normalize_time(value)
+
+
+def _parse_time(text):
+    """A time stored in a recovery record (ISO 8601, naive UTC)."""
+    if not text:
+        return None
+    return _naive(timeutils.parse_isotime(text))
 
 
 class WatchedPolicy(object):
@@ -84,7 +94,9 @@ class WatchedTarget(object):
 
     __slots__ = ('id', 'policy', 'server_id', 'stack_id', 'resource_name',
                  'path', 'state', 'reason', 'since', 'grace_until',
-                 'verdicts', 'stored')
+                 'verdicts', 'stored', 'recovery', 'attempts',
+                 'first_attempt_at', 'next_attempt_at', 'streak',
+                 'verdicts_after')
 
     def __init__(self, row, policy):
         self.id = row.id
@@ -97,6 +109,19 @@ class WatchedTarget(object):
         self.reason = row.state_reason
         self.since = _naive(row.state_since)
         self.grace_until = _naive(row.grace_until)
+        self.recovery = getattr(row, 'recovery', None)
+        self.attempts = getattr(row, 'attempts', 0) or 0
+        self.first_attempt_at = _naive(getattr(row, 'first_attempt_at',
+                                               None))
+        self.next_attempt_at = _naive(getattr(row, 'next_attempt_at', None))
+        # Healthy verdicts in a row, and the time before which verdicts
+        # are ignored: a recovery judges only what is seen after its
+        # action.
+        self.streak = 0
+        self.verdicts_after = None
+        if self.state in states.IN_RECOVERY and self.recovery:
+            self.verdicts_after = _parse_time(
+                self.recovery.get('started_at'))
         # Resume from the database: the last stored verdict still stands.
         self.stored = None
         self.verdicts = {}
@@ -105,7 +130,9 @@ class WatchedTarget(object):
                 row.server_id, row.observation, row.observation_reason,
                 row.observation_source, _naive(row.observed_at))
             if (row.observation != obs.UNKNOWN and
-                    row.observation_source in policy.modes):
+                    row.observation_source in policy.modes and
+                    (self.verdicts_after is None or
+                     self.stored.observed_at >= self.verdicts_after)):
                 self.verdicts[row.observation_source] = self.stored
 
     @property
@@ -131,6 +158,23 @@ class WatchedTarget(object):
         """
         if self.policy.frozen() and not policy.frozen():
             self.verdicts = {}
+        since = _naive(row.state_since)
+        if (row.state != self.state and since is not None and
+                self.since is not None and since > self.since):
+            # Written since by someone else (a user's reset of the
+            # resource, the replacement of our RECREATE): the newer
+            # stored state is the truth.
+            self.state = row.state
+            self.reason = row.state_reason
+            self.since = since
+            self.recovery = getattr(row, 'recovery', None)
+            self.attempts = getattr(row, 'attempts', 0) or 0
+            self.first_attempt_at = _naive(getattr(row, 'first_attempt_at',
+                                                   None))
+            self.next_attempt_at = _naive(getattr(row, 'next_attempt_at',
+                                                  None))
+            self.verdicts = {}
+            self.streak = 0
         self.policy = policy
         self.grace_until = _naive(row.grace_until)
         self.path = row.path
@@ -197,6 +241,8 @@ class Tracker(object):
         self._unsettled = set()  # target ids waiting for a decision
         self._inflight = set()  # target ids whose change is being stored
         self._dirty = {}        # target id -> Observation to store
+        # Called after a target was stored UNHEALTHY (recovery wakes up).
+        self.on_failure = None
 
     # The index
 
@@ -314,6 +360,10 @@ class Tracker(object):
         """Note one verdict on one target; True if it may change it."""
         if observation.source not in target.policy.modes:
             return False
+        if (target.verdicts_after is not None and
+                observation.observed_at < target.verdicts_after):
+            # Seen before the recovery's action: says nothing of it.
+            return False
         previous = target.verdicts.get(observation.source)
         if (previous is not None and
                 previous.observed_at > observation.observed_at):
@@ -324,6 +374,8 @@ class Tracker(object):
         if observation.verdict == obs.UNKNOWN:
             return False
         target.verdicts[observation.source] = observation
+        target.streak = (target.streak + 1 if observation.verdict ==
+                         obs.HEALTHY else 0)
         return True
 
     def settle(self):
@@ -381,7 +433,8 @@ class Tracker(object):
             self._unsettled.add(target.id)
             return None
         result = states.transition(target.state, target.verdicts, now,
-                                   target.policy.spec, target.suppression())
+                                   target.policy.spec, target.suppression(),
+                                   target.streak)
         if result.held:
             self._unsettled.add(target.id)
         if result.decision is None:
@@ -389,6 +442,83 @@ class Tracker(object):
         self._inflight.add(target.id)
         return _Change(target, result.decision, now,
                        self._dirty.get(target.id))
+
+    # Recovery: the planner reads, the recovery loop writes through here
+
+    def targets_of(self, policy_id):
+        """The watched targets of one policy (live objects: read only)."""
+        with self._lock:
+            return [t for t in self._targets.values()
+                    if t.policy.id == policy_id]
+
+    def store_step(self, target, expect, state, reason, columns=None,
+                   source='recovery', at=None):
+        """Store a recovery step of ``target``, then follow it in memory.
+
+        Fenced like every change: written only while the target is still
+        in ``expect`` with the same server and its policy is this
+        engine's under the generation held. Returns True if stored (and
+        then announced); False leaves memory as it was.
+        """
+        at = at or self._clock()
+        with self._lock:
+            if target.id in self._inflight or target.state != expect:
+                return False
+            if self._targets.get(target.id) is not target:
+                return False
+            self._inflight.add(target.id)
+            change = _Change(target, states.Decision(state, reason, source),
+                             at, None)
+        row = self._row(change)
+        columns = dict(columns or {})
+        row['target'].update(columns)
+        try:
+            done = db_api.target_transition(self.engine_id, [row])
+        except Exception:
+            LOG.exception('Could not store recovery step %(s)s of %(t)s',
+                          {'s': state, 't': target.server_id})
+            done = set()
+        with self._lock:
+            self._inflight.discard(target.id)
+            if target.id not in done:
+                return False
+            target.state = state
+            target.reason = reason
+            target.since = at
+            for key in ('recovery', 'attempts', 'first_attempt_at',
+                        'next_attempt_at'):
+                if key in columns:
+                    setattr(target, key, columns[key])
+            if state in _ENDS_RECOVERY:
+                target.recovery = None
+            if state == states.RECOVERING:
+                # Only what is seen from now on judges the action.
+                target.verdicts = {}
+                target.streak = 0
+                target.verdicts_after = at
+            # Verdicts that arrived meanwhile may end it at once.
+            self._unsettled.add(target.id)
+        self._announce(change)
+        return True
+
+    def store_columns(self, target, columns):
+        """Store bookkeeping of a target that changes no state (fenced)."""
+        with self._lock:
+            if target.id in self._inflight:
+                return False
+            row = {'id': target.id, 'server_id': target.server_id,
+                   'generation': target.policy.generation}
+        row.update(columns)
+        try:
+            db_api.target_observations_store(self.engine_id, [row])
+        except Exception:
+            LOG.exception('Could not store %(c)s of %(t)s',
+                          {'c': sorted(columns), 't': target.server_id})
+            return False
+        with self._lock:
+            for key, value in columns.items():
+                setattr(target, key, value)
+        return True
 
     def _still_failing(self, changes):
         """Drop failures a stack action started on since the last refresh.
@@ -453,12 +583,18 @@ class Tracker(object):
                 target.state = change.decision.state
                 target.reason = change.decision.reason
                 target.since = change.at
+                if target.state in _ENDS_RECOVERY:
+                    target.recovery = None
+                    target.verdicts_after = None
                 if (change.observation is not None and
                         self._dirty.get(target.id) is change.observation):
                     del self._dirty[target.id]
                 applied.append(change)
         for change in applied:
             self._announce(change)
+        if self.on_failure is not None and any(
+                c.decision.state == states.UNHEALTHY for c in applied):
+            self.on_failure()
         if mismatched:
             self._follow_stored(mismatched)
 
@@ -491,6 +627,8 @@ class Tracker(object):
         reason = (decision.reason or '')[:255]
         values = {'id': target.id, 'state': decision.state,
                   'state_reason': reason, 'state_since': change.at}
+        if decision.state in _ENDS_RECOVERY:
+            values['recovery'] = None
         if change.observation is not None:
             values.update(_observation_columns(change.observation))
         return {'target': values, 'old_state': change.old,

@@ -1,0 +1,320 @@
+"""The Heat side of recovery: mark a server, have heat-engine replace it.
+
+Used by heat-health-engine's recovery loop, in heat-health-engine's own
+process. Nothing here runs a stack action with Heat's classes: a legacy
+stack lock held under our engine id for a whole update, a cancel we cannot
+answer or a crash of ours would strand the stack (heat-internals §8). So
+the resource is marked CHECK_FAILED through the API's own code path, and
+heat-engine is asked over its RPC to update the stack with ``existing``,
+as Heat's own scaling signals do; Heat then replaces every CHECK_FAILED
+resource (create the new server, then delete the old one).
+
+Everything that acts does so with the stack's stored context (the owner's
+trust), never an admin context: heat-engine rejects an admin context, and
+any other caller than the trustor would make Heat give the stack a new
+owner. An admin context only reads Heat's rows.
+"""
+
+import collections
+
+from heat.common import context as heat_context
+from heat.common import exception
+from heat.db import api as heat_db
+from heat.engine import event as heat_event
+from heat.engine.resources.aws.autoscaling import autoscaling_group
+from heat.engine.resources import stack_resource
+from heat.engine import stack as parser
+from heat.objects import stack as stack_object
+from heat.rpc import api as heat_rpc_api
+from heat.rpc import client as rpc_client
+from oslo_log import log as logging
+
+from heat_health.engine import endpoint
+
+LOG = logging.getLogger(__name__)
+
+# Recorded with a marking made by recovery (the API's is rpc_api.SOURCE_API).
+SOURCE_RECOVERY = 'recovery'
+
+# `openstack stack event list` shows ACTION_STATUS. Heat's event table
+# takes any action string: HEALTH sets recovery's steps apart from Heat's
+# own actions (a CHECK_* event would read as a `stack check`), with Heat's
+# statuses so clients colour them as they do Heat's.
+EVENT_ACTION = 'HEALTH'
+EVENT_STATUSES = (IN_PROGRESS, COMPLETE, FAILED) = (
+    'IN_PROGRESS', 'COMPLETE', 'FAILED')
+# Heat's event table keeps this many characters of a reason.
+EVENT_REASON_LENGTH = 255
+
+# Stack actions after which an update with ``existing`` re-applies the
+# template the user last applied. SUSPEND and DELETE are refused by
+# heat-engine; any *_FAILED or *_IN_PROGRESS state is refused here.
+UPDATABLE_ACTIONS = frozenset([
+    'CREATE', 'UPDATE', 'CHECK', 'RESUME', 'ADOPT', 'ROLLBACK', 'SNAPSHOT',
+    'RESTORE'])
+
+ResourceState = collections.namedtuple(
+    'ResourceState', ['physical_id', 'action', 'status', 'status_reason'])
+"""A resource as Heat's database holds it now."""
+
+# A resource row in these states has not (yet) become a server in service.
+_NOT_CREATED = frozenset([('INIT', 'COMPLETE'), ('CREATE', 'IN_PROGRESS'),
+                          ('CREATE', 'FAILED')])
+
+
+class NotActionable(Exception):
+    """Heat cannot be asked to act on this now; the message says why."""
+
+
+def _reader():
+    """A context that only reads Heat's rows, fresh for every call.
+
+    Fresh because a context caches the resources it read. No owner acts
+    through it: stacks that act are loaded with their stored context.
+    """
+    return heat_context.get_admin_context()
+
+
+def _stack_row(ctxt, stack_id):
+    row = stack_object.Stack.get_by_id(ctxt, stack_id)
+    if row is None:
+        raise exception.EntityNotFound(entity='Stack', name=stack_id)
+    return row
+
+
+def _current_row(ctxt, stack, resource_name):
+    """The resource's newest row not deleted.
+
+    During a convergence replacement a stack holds two rows of one name
+    (the old server and its replacement); the replacement is the newer.
+    """
+    rows = [row for row in heat_db.resource_get_all_active_by_stack(
+        ctxt, stack.id).values() if row.name == resource_name]
+    if not rows:
+        raise exception.ResourceNotFound(resource_name=resource_name,
+                                         stack_name=stack.name)
+    return max(rows, key=lambda row: row.id)
+
+
+def _refuse_unless_updatable(stack):
+    state = '%s_%s' % (stack.action, stack.status)
+    if stack.status == parser.Stack.IN_PROGRESS:
+        why = 'an action is in progress; it would be superseded'
+    elif stack.status == parser.Stack.FAILED:
+        why = ('its last action failed; an update with existing would '
+               'apply a template the user did not choose')
+    elif stack.action not in UPDATABLE_ACTIONS:
+        why = 'heat-engine does not update a stack in that state'
+    else:
+        return
+    raise NotActionable('Stack %s (%s) is %s: %s' % (stack.name, stack.id,
+                                                     state, why))
+
+
+class HeatReplacer(object):
+    """Heat's part of a recovery, for the recovery loop.
+
+    :param engine_id: the id heat-health-engine answers Heat's liveness
+        probes under: Heat's locks taken while marking are held under it.
+    """
+
+    def __init__(self, engine_id):
+        self.engine_id = engine_id
+        self._engine_client = None
+
+    @property
+    def _engine(self):
+        # Made at first use: the RPC transport is set up by then.
+        if self._engine_client is None:
+            self._engine_client = rpc_client.EngineClient()
+        return self._engine_client
+
+    @staticmethod
+    def _load(ctxt, stack_id, load_template=True):
+        """The stack, acting with its stored (owner's) context."""
+        return parser.Stack.load(ctxt, stack=_stack_row(ctxt, stack_id),
+                                 use_stored_context=True,
+                                 load_template=load_template)
+
+    def stack_status(self, stack_id):
+        """(action, status) of a root or nested stack.
+
+        Raises Heat's EntityNotFound once the stack is deleted.
+        """
+        row = _stack_row(_reader(), stack_id)
+        return row.action, row.status
+
+    def resource(self, stack_id, resource_name):
+        """The ResourceState of a resource of the stack that holds it.
+
+        Raises Heat's EntityNotFound (stack) or ResourceNotFound.
+        """
+        ctxt = _reader()
+        row = _current_row(ctxt, _stack_row(ctxt, stack_id), resource_name)
+        return ResourceState(row.physical_resource_id, row.action,
+                             row.status, row.status_reason)
+
+    def mark_failed(self, stack_id, resource_name, reason):
+        """Mark the resource CHECK_FAILED, as the PATCH API does.
+
+        Same code as the API (Heat's lock honoured: ActionInProgress while
+        a stack action holds it; the marking recorded, source
+        SOURCE_RECOVERY), acting as the stack's owner. Returns the physical
+        id marked, the server Heat will replace.
+
+        Raises NotActionable for a resource with a nested stack (a group or
+        template resource: Heat would replace its whole nested stack) or
+        one being deleted (marking it does nothing).
+        """
+        stack = self._load(_reader(), stack_id)
+        if resource_name not in stack:
+            raise exception.ResourceNotFound(resource_name=resource_name,
+                                             stack_name=stack.name)
+        rsrc = stack[resource_name]
+        if isinstance(rsrc, stack_resource.StackResource):
+            raise NotActionable(
+                'Resource %s of stack %s has a nested stack: marking it '
+                'would replace all of it' % (resource_name, stack.name))
+        if rsrc.action == rsrc.DELETE:
+            raise NotActionable('Resource %s of stack %s is %s_%s' % (
+                resource_name, stack.name, rsrc.action, rsrc.status))
+        endpoint.mark(stack.context, self.engine_id, stack, rsrc, True,
+                      reason, SOURCE_RECOVERY, stack.root_stack_id())
+        if rsrc.state != (rsrc.CHECK, rsrc.FAILED):
+            # Deleted while we waited for the lock.
+            raise NotActionable('Resource %s of stack %s is %s_%s' % (
+                resource_name, stack.name, rsrc.action, rsrc.status))
+        return rsrc.resource_id
+
+    def _group_sized_by_members(self, ctxt, stack):
+        """Whether stack is the nested stack of an ASG without a capacity.
+
+        Such an AutoScalingGroup (no desired capacity) is sized from its
+        members: it counts only members not FAILED when its parent
+        updates it, so a root update would drop the marked member instead
+        of replacing it. Its own nested stack still lists the member:
+        updating that replaces it in place, at the same size.
+        """
+        if stack.owner_id is None or not stack.parent_resource_name:
+            return False
+        parent = self._load(ctxt, stack.owner_id)
+        if stack.parent_resource_name not in parent:
+            return False
+        group = parent[stack.parent_resource_name]
+        # OS::Heat::AutoScalingGroup derives from the AWS one.
+        return (isinstance(group, autoscaling_group.AutoScalingGroup) and
+                not group.properties[group.DESIRED_CAPACITY])
+
+    def update_target(self, root_stack_id, stack_id, resource_name):
+        """Have heat-engine update a stack with ``existing``; its id.
+
+        heat-engine runs the update (over its RPC, as the stack's owner
+        with its stored context), which replaces the CHECK_FAILED resource
+        ``resource_name`` of ``stack_id``. The stack updated is
+        ``root_stack_id`` (nested stacks always update, so the member is
+        reached at any depth), except the nested stack of an
+        AutoScalingGroup without a desired capacity, which is updated
+        itself so the group keeps its size.
+
+        Raises NotActionable when the stack to update (or the root, while
+        an action runs on it) is not in a *_COMPLETE state Heat updates
+        as the user left it; heat-engine's own errors come back as Heat's
+        exceptions (e.g. ActionInProgress); AuthorizationFailure when the
+        stored context cannot be sent (no [trustee] credentials, trust
+        gone). In convergence a concurrent update may still supersede
+        this one: confirm with replaced().
+        """
+        ctxt = _reader()
+        root = _stack_row(ctxt, root_stack_id)
+        target = root
+        if stack_id != root_stack_id:
+            holder = _stack_row(ctxt, stack_id)
+            _current_row(ctxt, holder, resource_name)
+            if self._group_sized_by_members(ctxt, holder):
+                target = holder
+                if root.status == parser.Stack.IN_PROGRESS:
+                    _refuse_unless_updatable(root)
+        else:
+            _current_row(ctxt, root, resource_name)
+        _refuse_unless_updatable(target)
+        stack = parser.Stack.load(ctxt, stack=target, load_template=False)
+        identity = dict(stack.identifier())
+        LOG.info('Asking heat-engine to update stack %(stack)s (%(id)s) '
+                 'with existing to replace %(res)s of stack %(holder)s',
+                 {'stack': target.name, 'id': target.id,
+                  'res': resource_name, 'holder': stack_id})
+        self._engine.update_stack(stack.stored_context(), identity,
+                                  None, {}, {},
+                                  {heat_rpc_api.PARAM_EXISTING: True})
+        return target.id
+
+    def replaced(self, stack_id, resource_name, old_physical_id):
+        """Whether the resource now holds a server other than the old one.
+
+        A replacement not created yet (or whose create failed) does not
+        count, so a restarted engine never takes a half-done replacement
+        for a finished one. Raises as resource() does.
+        """
+        now = self.resource(stack_id, resource_name)
+        return (bool(now.physical_id) and
+                now.physical_id != old_physical_id and
+                (now.action, now.status) not in _NOT_CREATED)
+
+    def record_event(self, stack_id, resource_name, status_reason,
+                     action=EVENT_ACTION, status=IN_PROGRESS):
+        """A step of recovery in Heat's event list of the resource.
+
+        Shown by `openstack stack event list` as e.g. HEALTH_IN_PROGRESS,
+        the reason cut to what Heat's table keeps. Returns the event's
+        uuid, or None when the resource is named like its stack: clients
+        waiting on the stack (`--wait`) would take the event for the
+        stack's own status.
+        """
+        if status not in EVENT_STATUSES:
+            raise ValueError('Event status %s is not one of %s' %
+                             (status, ', '.join(EVENT_STATUSES)))
+        ctxt = _reader()
+        stack = self._load(ctxt, stack_id)
+        if resource_name == stack.name:
+            LOG.warning('No event recorded for %(res)s: it is named like '
+                        'its stack', {'res': resource_name})
+            return None
+        row = _current_row(ctxt, stack, resource_name)
+        rsrc_type = (stack[resource_name].type() if resource_name in stack
+                     else None)
+        event = heat_event.Event(
+            stack.context, stack, action, status,
+            (status_reason or '')[:EVENT_REASON_LENGTH],
+            row.physical_resource_id, None, None, resource_name, rsrc_type)
+        event.store()
+        return event.uuid
+
+    def nova_client(self, stack_id):
+        """A novaclient acting as the stack's owner (its stored trust).
+
+        Through Heat's own nova client plugin, so Nova sees the same user
+        and project as for the stack's servers. Made for one action:
+        the stack's credentials may change between recoveries.
+        """
+        stack = self._load(_reader(), stack_id, load_template=False)
+        return stack.clients.client('nova')
+
+    def owner(self, stack_id):
+        """Who the stack acts as: the stored credentials it points to.
+
+        For checking that a recovery left the owner and trust unchanged
+        (Heat re-points ``user_creds_id`` when another user updates). Holds
+        the trust id: do not log it.
+        """
+        ctxt = _reader()
+        row = _stack_row(ctxt, stack_id)
+        stack = parser.Stack.load(ctxt, stack=row, load_template=False)
+        stored = stack.stored_context()
+        return {'stack_id': row.id,
+                # An int from a row, a string from Heat's object.
+                'user_creds_id': str(stack.user_creds_id),
+                'trust_id': stored.trust_id,
+                'trustor_user_id': stored.trustor_user_id,
+                'username': row.username,
+                'project_id': row.tenant,
+                'stack_user_project_id': row.stack_user_project_id}

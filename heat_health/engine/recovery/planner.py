@@ -1,0 +1,181 @@
+"""What recovery does next for each target of a policy: a pure function.
+
+No I/O and no clock of its own: the recovery loop hands in what is stored
+(states, attempts, the recovery under way) and the time, and carries out
+the steps returned. Every rule of acting safely lives here, unit-tested:
+the brake (a share of the fleet down at once, or observers that cannot
+see), the limits on concurrent recoveries, the back-off between attempts
+with noise, the give-up after too many attempts within a window, the
+escalation when an action did not heal within its deadline, and what
+holds a recovery back (OBSERVE, a disabled or suspended policy, a stack
+action on the member, the grace).
+"""
+
+import collections
+import datetime
+
+from heat_health.engine.monitor import states
+from heat_health.engine import policy_spec
+
+# The brake needs at least this many targets down at once: one or two
+# servers failing is not a mass failure, whatever the fleet's size (as
+# Kubernetes' partial disruption needs more than two nodes NotReady).
+BRAKE_MIN_DOWN = 3
+
+Start = collections.namedtuple('Start', ['target', 'step', 'attempt',
+                                         'reason'])
+"""Begin an attempt at ladder ``step`` (the attempt-th in the window)."""
+Advance = collections.namedtuple('Advance', ['target'])
+"""Carry a stored RECOVERING target one stage further (or finish it)."""
+Escalate = collections.namedtuple('Escalate', ['target', 'next_step',
+                                               'reason'])
+"""The action did not heal within its deadline: the next rung."""
+GiveUp = collections.namedtuple('GiveUp', ['target', 'reason'])
+ResetAttempts = collections.namedtuple('ResetAttempts', ['target'])
+Hold = collections.namedtuple('Hold', ['target', 'reason'])
+"""A failed target not acted on now, and why (for the timeline)."""
+
+Plan = collections.namedtuple('Plan', ['brake', 'steps'])
+
+
+def _time(value):
+    if value is None or isinstance(value, datetime.datetime):
+        return value
+    return datetime.datetime.fromisoformat(value).replace(tzinfo=None)
+
+
+def backoff(attempt, spec, noise=0.0):
+    """Seconds to wait after the ``attempt``-th attempt (1-based).
+
+    From backoff_initial, doubling to backoff_max, with ``noise`` in
+    [-1, 1] scaled by backoff_jitter.
+    """
+    base = min(spec.backoff_max,
+               spec.backoff_initial * 2 ** max(attempt - 1, 0))
+    return max(0.0, base * (1.0 + spec.backoff_jitter * noise))
+
+
+def attempts_in_window(target, spec, now):
+    """Attempts counted now: none once the window since the first passed."""
+    first = _time(target.first_attempt_at)
+    if not target.attempts or first is None:
+        return 0
+    if now - first > datetime.timedelta(seconds=spec.attempt_window):
+        return 0
+    return target.attempts
+
+
+def brake(targets, spec, blind=None):
+    """Why the policy must not start recoveries now, or None.
+
+    :param blind: why the observers cannot be trusted now (Nova errors,
+        stale listings), or None.
+    """
+    if blind:
+        return 'observers cannot see: %s' % blind
+    down = [t for t in targets if t.state in states.DOWN]
+    if (len(down) >= BRAKE_MIN_DOWN and
+            len(down) >= spec.max_unhealthy_fraction * len(targets)):
+        return ('%d of %d targets are failing at once (brake at %d%%): '
+                'more likely a fault of the platform than of the servers'
+                % (len(down), len(targets),
+                   round(spec.max_unhealthy_fraction * 100)))
+    return None
+
+
+def _hold_reason(target, policy, now):
+    frozen = policy.frozen()
+    if frozen:
+        return frozen
+    if target.place in policy.busy:
+        return 'a stack action is working on %s' % target.path
+    grace = _time(target.grace_until)
+    if grace is not None and now < grace:
+        return 'within the grace after a create or update'
+    return None
+
+
+def _deadline_passed(target, now):
+    deadline = _time((target.recovery or {}).get('deadline'))
+    return deadline is not None and now >= deadline
+
+
+def plan(policy, targets, now, running=0, engine_room=None, blind=None):
+    """The steps for one policy's targets now.
+
+    :param policy: has ``spec`` (PolicySpec), ``busy`` (places a stack
+        action works on) and ``frozen()`` (why nothing may change).
+    :param targets: the policy's targets (state, recovery, attempts,
+        first_attempt_at, next_attempt_at, since, grace_until, place,
+        path).
+    :param running: recoveries of this policy the engine runs now.
+    :param engine_room: recoveries the engine may still start (its own
+        limit), None for no limit.
+    :param blind: as for ``brake``.
+    """
+    spec = policy.spec.recovery
+    steps = []
+    braked = brake(targets, spec, blind)
+    observing = spec.mode == policy_spec.OBSERVE
+    active = sum(1 for t in targets if t.state in states.IN_RECOVERY)
+    room = max(spec.max_concurrent - max(active, running), 0)
+    if engine_room is not None:
+        room = min(room, engine_room)
+    for target in sorted(targets, key=lambda t: (_time(t.since) or now)):
+        state = target.state
+        if state == states.RECOVERING:
+            # Stored intent: carried through even under the brake (it was
+            # decided before), never issued twice (the stages say what
+            # was done).
+            steps.append(Advance(target))
+        elif state == states.VERIFYING:
+            if _deadline_passed(target, now):
+                step = (target.recovery or {}).get('step', 0)
+                steps.append(Escalate(
+                    target, step + 1,
+                    'not healthy %ss after %s' % (
+                        (target.recovery or {}).get('verify_seconds', '?'),
+                        (target.recovery or {}).get('action', 'the action'))))
+            elif (target.recovery or {}).get('action') == 'RECREATE' and \
+                    (target.recovery or {}).get('stage') != 'replaced':
+                # The replacement is confirmed by the loop.
+                steps.append(Advance(target))
+        elif state == states.HEALTHY:
+            if target.attempts and (
+                    now - (_time(target.since) or now) >=
+                    datetime.timedelta(seconds=spec.healthy_reset)):
+                steps.append(ResetAttempts(target))
+        elif state == states.UNHEALTHY:
+            reason = None
+            if observing:
+                reason = 'the policy only observes (mode OBSERVE)'
+            else:
+                reason = _hold_reason(target, policy, now)
+            if reason is None and braked:
+                reason = 'braked: %s' % braked
+            if reason is not None:
+                steps.append(Hold(target, reason))
+                continue
+            done = attempts_in_window(target, spec, now)
+            if done >= spec.max_attempts:
+                steps.append(GiveUp(target, 'gave up after %d attempts '
+                                    'within %ss' % (done,
+                                                    spec.attempt_window)))
+                continue
+            not_before = _time(target.next_attempt_at)
+            if done and not_before is not None and now < not_before:
+                steps.append(Hold(target, 'backing off until %s' %
+                                  not_before.isoformat(
+                                      timespec='seconds')))
+                continue
+            if room <= 0:
+                steps.append(Hold(target, 'waiting: %d recoveries of this '
+                                  'policy at once at most' %
+                                  spec.max_concurrent))
+                continue
+            room -= 1
+            recovery = target.recovery or {}
+            step = (recovery.get('next_step', 0)
+                    if recovery.get('stage') == 'escalate' else 0)
+            steps.append(Start(target, step, done + 1, target.reason))
+    return Plan(braked, steps)

@@ -1,0 +1,208 @@
+"""The planner's rules: brake, limits, back-off, give-up, escalation."""
+
+import datetime
+import types
+import unittest
+
+from heat_health.engine.monitor import states
+from heat_health.engine import policy_spec
+from heat_health.engine.recovery import planner
+
+NOW = datetime.datetime(2026, 11, 23, 12, 0, 0)
+
+
+def _policy(recovery=None, frozen=None, busy=(), grace=300):
+    spec = policy_spec.PolicySpec.parse({
+        'targets': ['group'], 'recovery': recovery or {},
+        'detection': {'node_update_timeout': grace}})
+    return types.SimpleNamespace(spec=spec, busy=busy,
+                                 frozen=lambda: frozen)
+
+
+def _target(n, state=states.HEALTHY, **kw):
+    values = dict(id=n, server_id='s%d' % n, state=state, reason='down',
+                  since=NOW - datetime.timedelta(seconds=5), recovery=None,
+                  attempts=0, first_attempt_at=None, next_attempt_at=None,
+                  grace_until=None, place=('stack', 'r%d' % n),
+                  path='group/r%d' % n)
+    values.update(kw)
+    return types.SimpleNamespace(**values)
+
+
+def _kinds(plan):
+    return [(type(s).__name__, s.target.id) for s in plan.steps]
+
+
+class PlanTest(unittest.TestCase):
+
+    def test_unhealthy_target_is_started_at_the_first_step(self):
+        plan = planner.plan(_policy(), [_target(1, states.UNHEALTHY),
+                                        _target(2)], NOW)
+        self.assertIsNone(plan.brake)
+        [step] = plan.steps
+        self.assertIsInstance(step, planner.Start)
+        self.assertEqual((0, 1), (step.step, step.attempt))
+
+    def test_observe_mode_never_starts(self):
+        plan = planner.plan(_policy({'mode': 'OBSERVE'}),
+                            [_target(1, states.UNHEALTHY)], NOW)
+        self.assertEqual([('Hold', 1)], _kinds(plan))
+        self.assertIn('OBSERVE', plan.steps[0].reason)
+
+    def test_frozen_busy_and_grace_hold(self):
+        for policy, target in [
+                (_policy(frozen='the policy is disabled'),
+                 _target(1, states.UNHEALTHY)),
+                (_policy(busy=(('stack', 'r1'),)),
+                 _target(1, states.UNHEALTHY)),
+                (_policy(), _target(1, states.UNHEALTHY,
+                                    grace_until=NOW +
+                                    datetime.timedelta(seconds=9)))]:
+            plan = planner.plan(policy, [target], NOW)
+            self.assertEqual([('Hold', 1)], _kinds(plan))
+
+    def test_three_of_four_down_brakes_and_two_of_four_do_not(self):
+        four = [_target(n, states.UNHEALTHY if n < 3 else states.HEALTHY)
+                for n in range(4)]
+        plan = planner.plan(_policy({'max_concurrent': 4}), four, NOW)
+        self.assertIn('3 of 4', plan.brake)
+        self.assertEqual({'Hold'}, {k for k, _ in _kinds(plan)})
+        four[2].state = states.HEALTHY
+        four[1].state = states.HEALTHY
+        plan = planner.plan(_policy(), four, NOW)
+        self.assertIsNone(plan.brake)
+        self.assertEqual([('Start', 0)], _kinds(plan))
+
+    def test_two_of_three_down_is_not_a_mass_failure(self):
+        three = [_target(0, states.UNHEALTHY), _target(1, states.UNHEALTHY),
+                 _target(2)]
+        plan = planner.plan(_policy({'max_concurrent': 2}), three, NOW)
+        self.assertIsNone(plan.brake)
+        self.assertEqual([('Start', 0), ('Start', 1)], _kinds(plan))
+
+    def test_blind_observers_brake(self):
+        plan = planner.plan(_policy(), [_target(1, states.UNHEALTHY)], NOW,
+                            blind='Nova API unavailable')
+        self.assertIn('cannot see', plan.brake)
+        self.assertEqual([('Hold', 1)], _kinds(plan))
+
+    def test_concurrency_limits_of_policy_and_engine(self):
+        targets = [_target(n, states.UNHEALTHY) for n in range(2)] + [
+            _target(n) for n in range(2, 10)]
+        plan = planner.plan(_policy({'max_concurrent': 1}), targets, NOW)
+        self.assertEqual([('Start', 0), ('Hold', 1)], _kinds(plan))
+        plan = planner.plan(_policy({'max_concurrent': 5}), targets, NOW,
+                            engine_room=0)
+        self.assertEqual([('Hold', 0), ('Hold', 1)], _kinds(plan))
+        targets[2].state = states.VERIFYING
+        targets[2].recovery = {'deadline': (NOW + datetime.timedelta(
+            seconds=60)).isoformat()}
+        plan = planner.plan(_policy({'max_concurrent': 1}), targets, NOW)
+        self.assertEqual([('Hold', 0), ('Hold', 1)], _kinds(plan))
+
+    def test_back_off_holds_until_the_next_attempt(self):
+        target = _target(1, states.UNHEALTHY, attempts=2,
+                         first_attempt_at=NOW - datetime.timedelta(
+                             seconds=60),
+                         next_attempt_at=NOW + datetime.timedelta(
+                             seconds=20))
+        plan = planner.plan(_policy(), [target], NOW)
+        self.assertEqual([('Hold', 1)], _kinds(plan))
+        self.assertIn('backing off', plan.steps[0].reason)
+        target.next_attempt_at = NOW
+        [step] = planner.plan(_policy(), [target], NOW).steps
+        self.assertEqual(3, step.attempt)
+
+    def test_gives_up_after_max_attempts_within_the_window(self):
+        target = _target(1, states.UNHEALTHY, attempts=3,
+                         first_attempt_at=NOW - datetime.timedelta(
+                             seconds=100))
+        spec = {'max_attempts': 3, 'attempt_window': 600}
+        [step] = planner.plan(_policy(spec), [target], NOW).steps
+        self.assertIsInstance(step, planner.GiveUp)
+        # Outside the window the count starts again.
+        target.first_attempt_at = NOW - datetime.timedelta(seconds=601)
+        [step] = planner.plan(_policy(spec), [target], NOW).steps
+        self.assertEqual((planner.Start, 1), (type(step), step.attempt))
+
+    def test_backoff_doubles_to_the_maximum_with_noise(self):
+        spec = policy_spec.RecoverySpec.parse({
+            'backoff_initial': 10, 'backoff_max': 60,
+            'backoff_jitter': 0.2})
+        self.assertEqual([10, 20, 40, 60, 60],
+                         [planner.backoff(n, spec) for n in range(1, 6)])
+        self.assertEqual(12.0, planner.backoff(1, spec, 1.0))
+        self.assertEqual(8.0, planner.backoff(1, spec, -1.0))
+
+    def test_verification_past_its_deadline_escalates(self):
+        target = _target(1, states.VERIFYING, recovery={
+            'step': 0, 'action': 'REBOOT', 'verify_seconds': 30,
+            'deadline': (NOW - datetime.timedelta(seconds=1)).isoformat()})
+        [step] = planner.plan(_policy(), [target], NOW).steps
+        self.assertEqual((planner.Escalate, 1),
+                         (type(step), step.next_step))
+        target.recovery['deadline'] = (
+            NOW + datetime.timedelta(seconds=1)).isoformat()
+        self.assertEqual([], planner.plan(_policy(), [target], NOW).steps)
+
+    def test_escalated_target_starts_at_its_next_step(self):
+        target = _target(1, states.UNHEALTHY, recovery={
+            'stage': 'escalate', 'next_step': 2}, attempts=1,
+            first_attempt_at=NOW, next_attempt_at=NOW)
+        [step] = planner.plan(_policy(), [target], NOW).steps
+        self.assertEqual((2, 2), (step.step, step.attempt))
+
+    def test_recovering_target_is_carried_on_even_under_the_brake(self):
+        targets = [_target(n, states.UNHEALTHY) for n in range(3)] + [
+            _target(3, states.RECOVERING, recovery={'stage': 'marked'})]
+        plan = planner.plan(_policy(), targets, NOW)
+        self.assertIsNotNone(plan.brake)
+        self.assertIn(('Advance', 3), _kinds(plan))
+        self.assertNotIn('Start', {k for k, _ in _kinds(plan)})
+
+    def test_attempts_reset_after_a_healthy_period(self):
+        target = _target(1, states.HEALTHY, attempts=2,
+                         since=NOW - datetime.timedelta(seconds=601))
+        [step] = planner.plan(_policy(), [target], NOW).steps
+        self.assertIsInstance(step, planner.ResetAttempts)
+        target.since = NOW - datetime.timedelta(seconds=599)
+        self.assertEqual([], planner.plan(_policy(), [target], NOW).steps)
+
+
+class VerifyingTransitionTest(unittest.TestCase):
+    """What the tracker's rule does with a recovery's states."""
+
+    def _verdicts(self, verdict):
+        from heat_health.engine.monitor import observation as obs
+        return {obs.NODE_STATUS_POLLING: obs.Observation(
+            's1', verdict, 'Nova status', obs.NODE_STATUS_POLLING, NOW)}
+
+    def test_recovering_ignores_verdicts(self):
+        from heat_health.engine.monitor import observation as obs
+        spec = _policy().spec
+        self.assertEqual(states.NOTHING, states.transition(
+            states.RECOVERING, self._verdicts(obs.HEALTHY), NOW, spec))
+
+    def test_verifying_needs_the_success_threshold(self):
+        from heat_health.engine.monitor import observation as obs
+        spec = _policy({'success_threshold': 2}).spec
+        healthy = self._verdicts(obs.HEALTHY)
+        self.assertIsNone(states.transition(
+            states.VERIFYING, healthy, NOW, spec, streak=1).decision)
+        result = states.transition(states.VERIFYING, healthy, NOW, spec,
+                                   streak=2)
+        self.assertEqual(states.HEALTHY, result.decision.state)
+        self.assertTrue(result.decision.reason.startswith('recovered'))
+        self.assertIsNone(states.transition(
+            states.VERIFYING, self._verdicts(obs.UNHEALTHY), NOW,
+            spec).decision)
+
+    def test_gave_up_ends_only_when_healthy(self):
+        from heat_health.engine.monitor import observation as obs
+        spec = _policy().spec
+        self.assertIsNone(states.transition(
+            states.GAVE_UP, self._verdicts(obs.UNHEALTHY), NOW,
+            spec).decision)
+        self.assertEqual(states.HEALTHY, states.transition(
+            states.GAVE_UP, self._verdicts(obs.HEALTHY), NOW,
+            spec).decision.state)
