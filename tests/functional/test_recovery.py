@@ -4,11 +4,25 @@ import configparser
 import json
 import time
 
+import pytest
 import sqlalchemy as sa
 
 from tests.functional import cloud
+from tests.functional import engines
 
 RECREATE_ONLY = {'actions': [{'name': 'RECREATE'}]}
+POLL_URL = [{'type': 'NODE_STATUS_POLL_URL', 'options': {
+    'poll_url': 'http://127.0.0.1:8775/{id}/health',
+    'poll_url_retry_limit': 0, 'poll_url_timeout': 1}}]
+
+
+@pytest.fixture(scope='module', autouse=True)
+def second_engine(demo, tmp_path_factory):
+    """Recovery runs with two engines: policies are shared between them."""
+    engine = engines.Engine(tmp_path_factory.mktemp('recovery'),
+                            'recovery-peer').start(demo)
+    yield engine
+    engine.kill()
 
 
 def _stack_owner(stack_id):
@@ -199,3 +213,196 @@ def test_owner_and_trust_unchanged_after_a_recreate(demo, admin, stacks):
     assert after['stack_owner'] == before['stack_owner']
     assert after['stack_user_project_id'] == before['stack_user_project_id']
     assert _stack_owner(stack['id']) == owner
+
+
+def _timeline(admin, server_id=None):
+    url = '/timeline' + ('?server_id=%s' % server_id if server_id else '')
+    return admin.session.get(admin.fakecloud_url(url)).json()['timeline']
+
+
+def test_explicit_ladder_escalates_from_reboot_to_recreate(demo, admin,
+                                                           stacks):
+    ladder = {'actions': [{'name': 'REBOOT', 'params': {'type': 'SOFT'}},
+                          {'name': 'RECREATE'}],
+              'backoff_initial': 1, 'backoff_max': 2}
+    stack, targets = _heal_stack(stacks, demo, 'heal-ladder', count=2,
+                                 modes=POLL_URL, recovery=ladder,
+                                 verify_timeout=15)
+    victim = targets['workers/0']['server_id']
+    # Broken for good: a reboot does not help, a new server does.
+    assert admin.inject_fault(victim, 'broken').status_code == 200
+    healed = demo.wait_for(
+        lambda: (lambda t: t if t and t['workers/0']['server_id'] != victim
+                 else None)(_all_healthy(demo, stack, 2)),
+        'workers/0 recreated after the reboot did not help', timeout=150)
+    assert healed['workers/1']['server_id'] == targets['workers/1'][
+        'server_id']
+    actions = [e['event'] for e in _timeline(admin, victim)
+               if e['event'].startswith('action:')]
+    # The reboot, then Heat's deletion of the replaced server.
+    assert actions == ['action:reboot', 'action:delete'], actions
+    started = [e['reason'].split(' ')[0] for e in reversed(
+        _started(_events(demo, stack)))]
+    assert started == ['REBOOT', 'RECREATE'], started
+    assert any(e['reason'].startswith('escalated') for e in
+               _events(demo, stack)), _events(demo, stack)
+
+
+def test_stuck_task_gets_the_action_of_the_state_nova_settles_in(
+        demo, admin, stacks, demo_nova):
+    stack, targets = _heal_stack(stacks, demo, 'heal-stuck', count=2,
+                                 modes=POLL_URL)
+    victim = targets['workers/0']['server_id']
+    # nova-compute died while pausing: the guest still runs (seed 003:
+    # pausing, active, RUNNING settles active); Nova refuses everything
+    # but a hard reboot while the task is stuck.
+    assert admin.inject_fault(victim, 'stuck_task',
+                              task_state='pausing').status_code == 200
+    healed = demo.wait_for(lambda: _all_healthy(demo, stack, 2) if _started(
+        _events(demo, stack)) else None, 'the stuck server healed',
+        timeout=90)
+    assert healed['workers/0']['server_id'] == victim
+    [started] = _started(_events(demo, stack))
+    assert started['reason'].startswith('REBOOT HARD'), started
+    server = demo_nova.servers.get(victim)
+    assert (server.status, getattr(server, 'OS-EXT-STS:task_state')) == (
+        'ACTIVE', None)
+
+
+def test_a_server_that_keeps_failing_backs_off_then_is_given_up(
+        demo, admin, stacks):
+    recovery = {'actions': [{'name': 'START'}], 'max_attempts': 3,
+                'backoff_initial': 2, 'backoff_max': 8, 'backoff_jitter': 0,
+                'healthy_reset': 600}
+    stack, targets = _heal_stack(stacks, demo, 'heal-flap', count=2,
+                                 recovery=recovery)
+    victim = targets['workers/0']['server_id']
+    issued = []
+    for attempt in range(3):
+        assert admin.inject_fault(victim, 'power_off').status_code == 200
+        demo.wait_for(lambda: len([
+            e for e in _timeline(admin, victim)
+            if e['event'] == 'action:os-start']) > attempt,
+            'start number %d' % (attempt + 1), timeout=60)
+        issued.append([e['time'] for e in _timeline(admin, victim)
+                       if e['event'] == 'action:os-start'][-1])
+        demo.wait_for(lambda: _targets(demo, stack)['workers/0'][
+            'state'] == 'HEALTHY', 'healthy again', timeout=30)
+    assert admin.inject_fault(victim, 'power_off').status_code == 200
+    target = demo.wait_for(
+        lambda: (lambda t: t if t['state'] == 'GAVE_UP' else None)(
+            _targets(demo, stack)['workers/0']), 'GAVE_UP', timeout=60)
+    assert 'gave up after 3 attempts' in target['reason'], target
+    # Each wait was longer than the one before (2 s, then 4 s).
+    gaps = [b - a for a, b in zip(issued, issued[1:])]
+    assert gaps[1] > gaps[0] >= 2, gaps
+    time.sleep(3)
+    assert len([e for e in _timeline(admin, victim)
+                if e['event'] == 'action:os-start']) == 3
+    resource = demo.resource(stack['stack_name'], 'workers')
+    member = demo.json('stack', 'resource', 'show',
+                       resource['physical_resource_id'], '0')
+    assert member['resource_status'] == 'CHECK_FAILED'
+    assert 'gave up' in member['resource_status_reason']
+    # The user says it is fine: the given-up target starts again.
+    assert admin.inject_fault(victim, 'reset').status_code == 200
+    reply = demo.patch_resource(stack, victim, {'mark_unhealthy': False})
+    assert reply.status_code == 200, reply.text
+    demo.wait_for(lambda: _targets(demo, stack)['workers/0']['state'] in (
+        'NO_DATA', 'HEALTHY'), 'the target reset', timeout=30)
+
+
+def test_nova_errors_mean_no_action(demo, admin, stacks):
+    stack, targets = _heal_stack(stacks, demo, 'heal-blind', count=2)
+    victim = targets['workers/0']['server_id']
+    since = _timeline(admin)[-1]['seq']
+    assert admin.inject_api_fault('api_errors', duration=20).status_code \
+        == 200
+    assert admin.inject_fault(victim, 'power_off').status_code == 200
+    demo.wait_for(lambda: _targets(demo, stack)['workers/0']['state'] ==
+                  'UNHEALTHY', 'the notification seen', timeout=30)
+    policy = demo.wait_for(
+        lambda: (lambda p: p if p['braked'] else None)(_policy(demo, stack)),
+        'the brake', timeout=30)
+    assert 'Nova' in policy['braked'], policy
+    actions = [e for e in _timeline(admin) if e['seq'] > since and
+               e['event'].startswith('action:')]
+    assert actions == []
+    # Nova answers again: the brake lets go and the server is started.
+    demo.wait_for(lambda: _all_healthy(demo, stack, 2), 'healed after the '
+                  'errors ended', timeout=120)
+    actions = [e['event'] for e in _timeline(admin) if e['seq'] > since and
+               e['event'].startswith('action:')]
+    assert actions == ['action:os-start'], actions
+
+
+def _stack_status(demo, stack):
+    endpoint = demo.session.get_endpoint(service_type='orchestration',
+                                         interface='public')
+    return demo.session.get('%s/stacks/%s/%s' % (
+        endpoint, stack['stack_name'], stack['id'])).json()['stack'][
+            'stack_status']
+
+
+def test_no_action_while_the_user_updates_the_stack(demo, admin, stacks):
+    stack, targets = _heal_stack(stacks, demo, 'heal-busy', count=2)
+    victim = targets['workers/0']['server_id']
+    # The user's own update, which takes 30 s.
+    demo.run('stack', 'update', '--existing', stack['stack_name'],
+             '--parameter', 'setting=two', '--parameter', 'update_wait=30')
+    assert _stack_status(demo, stack) == 'UPDATE_IN_PROGRESS'
+    assert admin.inject_fault(victim, 'power_off').status_code == 200
+    demo.wait_for(lambda: [e for e in _events(demo, stack)
+                           if e['new_state'] == 'SUPPRESSED' and
+                           'UPDATE_IN_PROGRESS' in e['reason']],
+                  'the failure held', timeout=30, interval=0.5)
+    while _stack_status(demo, stack) == 'UPDATE_IN_PROGRESS':
+        assert not [e for e in _timeline(admin, victim)
+                    if e['event'].startswith('action:')]
+        time.sleep(0.2)
+    done = time.time()
+    assert _stack_status(demo, stack) == 'UPDATE_COMPLETE'
+    demo.wait_for(lambda: _all_healthy(demo, stack, 2), 'healed after the '
+                  'update', timeout=60)
+    [started] = [e for e in _timeline(admin, victim)
+                 if e['event'].startswith('action:')]
+    assert started['event'] == 'action:os-start'
+    assert started['time'] >= done - 0.5
+
+
+def test_fencing_stops_the_old_server_before_the_new_one_exists(
+        demo, admin, stacks):
+    recovery = dict(RECREATE_ONLY, fencing=['COMPUTE'])
+    stack, targets = _heal_stack(stacks, demo, 'heal-fence', count=1,
+                                 modes=POLL_URL, recovery=recovery)
+    victim = targets['workers/0']['server_id']
+    since = _timeline(admin)[-1]['seq']
+    assert admin.inject_fault(victim, 'hang').status_code == 200
+    healed = demo.wait_for(
+        lambda: (lambda t: t if t and t['workers/0']['server_id'] != victim
+                 else None)(_all_healthy(demo, stack, 1)),
+        'workers/0 recreated', timeout=150)
+    new = healed['workers/0']['server_id']
+    order = [(e['server_id'], e['event']) for e in _timeline(admin)
+             if e['seq'] > since]
+    stopped = order.index((victim, 'stopped'))
+    created = order.index((new, 'created'))
+    assert order.index((victim, 'action:os-stop')) < stopped < created, order
+
+
+def test_autoscaling_group_keeps_its_size(demo, admin, stacks):
+    stack = stacks('heal-asg', 'heal_asg.yaml',
+                   'recovery=%s' % json.dumps(RECREATE_ONLY))
+    targets = demo.wait_for(lambda: _all_healthy(demo, stack, 1),
+                            'the member HEALTHY')
+    [victim] = [t['server_id'] for t in targets.values()]
+    assert admin.inject_fault(victim, 'vanish').status_code == 200
+    healed = demo.wait_for(
+        lambda: (lambda t: t if t and [x['server_id'] for x in t.values()]
+                 != [victim] else None)(_all_healthy(demo, stack, 1)),
+        'the member recreated', timeout=150)
+    assert len(healed) == 1
+    group = demo.resource(stack['stack_name'], 'pool')
+    members = demo.json('stack', 'resource', 'list',
+                        group['physical_resource_id'])
+    assert len(members) == 1, members
