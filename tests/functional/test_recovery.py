@@ -1,19 +1,12 @@
 """Recovery on the local deployment: faults healed, or wisely not."""
 
-import configparser
 import json
 import time
 
 import pytest
-import sqlalchemy as sa
 
-from tests.functional import cloud
 from tests.functional import engines
-
-RECREATE_ONLY = {'actions': [{'name': 'RECREATE'}]}
-POLL_URL = [{'type': 'NODE_STATUS_POLL_URL', 'options': {
-    'poll_url': 'http://127.0.0.1:8775/{id}/health',
-    'poll_url_retry_limit': 0, 'poll_url_timeout': 1}}]
+from tests.functional import healing as h
 
 
 @pytest.fixture(scope='module', autouse=True)
@@ -25,67 +18,9 @@ def second_engine(demo, tmp_path_factory):
     engine.kill()
 
 
-def _stack_owner(stack_id):
-    """The stack's stored credentials in Heat's database.
-
-    Who acts for the stack when nobody asks: user_creds and its trust.
-    """
-    conf = configparser.ConfigParser(interpolation=None)
-    conf.read(cloud.STATE_DIR / 'etc' / 'heat.conf')
-    engine = sa.create_engine(conf['database']['connection'])
-    try:
-        with engine.connect() as conn:
-            return conn.execute(sa.text(
-                'SELECT s.user_creds_id, s.username, u.trust_id, '
-                'u.trustor_user_id FROM stack s JOIN user_creds u ON '
-                'u.id = s.user_creds_id WHERE s.id = :id'),
-                {'id': stack_id}).one()._asdict()
-    finally:
-        engine.dispose()
-
-
-def _policy(demo, stack):
-    policy, = demo.health_report(stack)['policies']
-    return policy
-
-
-def _targets(demo, stack):
-    return {t['path']: t for t in _policy(demo, stack)['targets']}
-
-
-def _all_healthy(demo, stack, count):
-    targets = _targets(demo, stack)
-    if len(targets) == count and all(t['state'] == 'HEALTHY'
-                                     for t in targets.values()):
-        return targets
-    return None
-
-
-def _events(demo, stack):
-    return demo.health_report(stack)['events']
-
-
-def _started(events, server_id=None):
-    """The recovery actions started (newest first), per the timeline."""
-    return [e for e in events if e['new_state'] == 'RECOVERING' and
-            e['old_state'] == 'UNHEALTHY' and
-            (server_id is None or e['server_id'] == server_id)]
-
-
-def _heal_stack(stacks, demo, prefix, count=3, **params):
-    args = ['count=%d' % count]
-    for key, value in params.items():
-        args.append('%s=%s' % (key, json.dumps(value)
-                               if not isinstance(value, (str, int))
-                               else value))
-    stack = stacks(prefix, 'heal_group.yaml', *args)
-    return stack, demo.wait_for(lambda: _all_healthy(demo, stack, count),
-                                'every server HEALTHY')
-
-
 def test_stopped_paused_suspended_get_the_cheapest_action(demo, admin,
                                                           stacks):
-    stack, targets = _heal_stack(stacks, demo, 'heal-states')
+    stack, targets = h.heal_stack(stacks, demo, 'heal-states')
     servers = [t['server_id'] for t in sorted(targets.values(),
                                               key=lambda t: t['path'])]
     faults = dict(zip(servers, ['pause', 'power_off', 'suspend']))
@@ -94,30 +29,30 @@ def test_stopped_paused_suspended_get_the_cheapest_action(demo, admin,
         # a mass failure, which brakes.
         assert admin.inject_fault(server_id, fault).status_code == 200
         healed = demo.wait_for(
-            lambda: _all_healthy(demo, stack, 3) if len(
-                _started(_events(demo, stack))) >= done else None,
+            lambda: h.all_healthy(demo, stack, 3) if len(
+                h.started(h.events(demo, stack))) >= done else None,
             'the %s server healed' % fault, timeout=60)
     # The same servers: nothing was recreated.
     assert sorted(t['server_id'] for t in healed.values()) == sorted(servers)
-    started = {e['server_id']: e['reason'] for e in _started(
-        _events(demo, stack))}
+    started = {e['server_id']: e['reason'] for e in h.started(
+        h.events(demo, stack))}
     assert started[servers[0]].startswith('UNPAUSE'), started
     assert started[servers[1]].startswith('START'), started
     assert started[servers[2]].startswith('RESUME'), started
-    recovered = [e for e in _events(demo, stack)
+    recovered = [e for e in h.events(demo, stack)
                  if e['old_state'] == 'VERIFYING' and
                  e['new_state'] == 'HEALTHY']
     assert {e['server_id'] for e in recovered} == set(servers)
 
 
 def test_error_is_recreated_with_a_new_id(demo, admin, stacks):
-    stack, targets = _heal_stack(stacks, demo, 'heal-error', count=2,
-                                 recovery=RECREATE_ONLY)
+    stack, targets = h.heal_stack(stacks, demo, 'heal-error', count=2,
+                                  recovery=h.RECREATE_ONLY)
     victim = targets['workers/0']['server_id']
     assert admin.inject_fault(victim, 'crash_to_error').status_code == 200
     healed = demo.wait_for(
         lambda: (lambda t: t if t and t['workers/0']['server_id'] != victim
-                 else None)(_all_healthy(demo, stack, 2)),
+                 else None)(h.all_healthy(demo, stack, 2)),
         'workers/0 replaced and HEALTHY', timeout=120)
     assert healed['workers/1']['server_id'] == targets['workers/1'][
         'server_id']
@@ -125,72 +60,72 @@ def test_error_is_recreated_with_a_new_id(demo, admin, stacks):
     assert demo.json('stack', 'show', name)['stack_status'] == (
         'UPDATE_COMPLETE')
     # Exactly one replacement was made.
-    replaced = [e for e in _events(demo, stack)
+    replaced = [e for e in h.events(demo, stack)
                 if e['reason'] and 'replaced by' in e['reason']]
     assert len(replaced) == 1, replaced
 
 
 def test_vanished_server_is_recreated(demo, admin, stacks):
-    stack, targets = _heal_stack(stacks, demo, 'heal-vanish', count=2)
+    stack, targets = h.heal_stack(stacks, demo, 'heal-vanish', count=2)
     victim = targets['workers/1']['server_id']
     assert admin.inject_fault(victim, 'vanish').status_code == 200
     healed = demo.wait_for(
         lambda: (lambda t: t if t and t['workers/1']['server_id'] != victim
-                 else None)(_all_healthy(demo, stack, 2)),
+                 else None)(h.all_healthy(demo, stack, 2)),
         'workers/1 recreated and HEALTHY', timeout=120)
     assert healed['workers/0']['server_id'] == targets['workers/0'][
         'server_id']
 
 
 def test_observe_never_acts(demo, admin, stacks, demo_nova):
-    stack, targets = _heal_stack(stacks, demo, 'heal-observe', count=2,
-                                 recovery={'mode': 'OBSERVE'})
+    stack, targets = h.heal_stack(stacks, demo, 'heal-observe', count=2,
+                                  recovery={'mode': 'OBSERVE'})
     victim = targets['workers/0']['server_id']
     assert admin.inject_fault(victim, 'power_off').status_code == 200
-    demo.wait_for(lambda: _targets(demo, stack)['workers/0']['state'] ==
+    demo.wait_for(lambda: h.targets(demo, stack)['workers/0']['state'] ==
                   'UNHEALTHY', 'the stopped server UNHEALTHY', timeout=30)
     # Three ticks of the recovery loop and a status poll later: nothing.
     time.sleep(6)
-    assert _targets(demo, stack)['workers/0']['state'] == 'UNHEALTHY'
+    assert h.targets(demo, stack)['workers/0']['state'] == 'UNHEALTHY'
     assert demo_nova.servers.get(victim).status == 'SHUTOFF'
-    assert not _started(_events(demo, stack))
-    held = [e for e in _events(demo, stack)
+    assert not h.started(h.events(demo, stack))
+    held = [e for e in h.events(demo, stack)
             if e['new_state'] == 'SUPPRESSED']
     assert held and 'OBSERVE' in held[0]['reason'], held
 
 
 def test_mass_failure_brakes_then_heals_what_is_left(demo, admin, stacks,
                                                      demo_nova):
-    stack, targets = _heal_stack(stacks, demo, 'heal-brake', count=4,
-                                 recovery={'max_concurrent': 4})
+    stack, targets = h.heal_stack(stacks, demo, 'heal-brake', count=4,
+                                  recovery={'max_concurrent': 4})
     servers = [targets['workers/%d' % n]['server_id'] for n in range(4)]
     for server_id in servers[:3]:
         assert admin.inject_fault(server_id, 'power_off').status_code == 200
     policy = demo.wait_for(
-        lambda: (lambda p: p if p['braked'] else None)(_policy(demo, stack)),
+        lambda: (lambda p: p if p['braked'] else None)(h.policy(demo, stack)),
         'the policy to brake', timeout=30)
     assert '3 of 4' in policy['braked']
     time.sleep(5)
-    assert not _started(_events(demo, stack)), _events(demo, stack)
+    assert not h.started(h.events(demo, stack)), h.events(demo, stack)
     assert [demo_nova.servers.get(s).status for s in servers[:3]] == [
         'SHUTOFF'] * 3
     # The fault clears on two (as if the platform came back): the brake
     # lets go and the third is healed.
     for server_id in servers[:2]:
         assert admin.inject_fault(server_id, 'reset').status_code == 200
-    demo.wait_for(lambda: _all_healthy(demo, stack, 4),
+    demo.wait_for(lambda: h.all_healthy(demo, stack, 4),
                   'every server HEALTHY again', timeout=90)
-    started = _started(_events(demo, stack))
+    started = h.started(h.events(demo, stack))
     assert [e['server_id'] for e in started] == [servers[2]], started
-    assert _policy(demo, stack)['braked'] is None
+    assert h.policy(demo, stack)['braked'] is None
 
 
 def test_recovery_steps_in_heats_event_list(demo, admin, stacks):
-    stack, targets = _heal_stack(stacks, demo, 'heal-events', count=1)
+    stack, targets = h.heal_stack(stacks, demo, 'heal-events', count=1)
     victim = targets['workers/0']['server_id']
     assert admin.inject_fault(victim, 'pause').status_code == 200
-    demo.wait_for(lambda: _all_healthy(demo, stack, 1) and _started(
-        _events(demo, stack)), 'the server healed', timeout=60)
+    demo.wait_for(lambda: h.all_healthy(demo, stack, 1) and h.started(
+        h.events(demo, stack)), 'the server healed', timeout=60)
     events = demo.events(stack['stack_name'], nested_depth=2)
     reasons = [e.get('resource_status_reason') or '' for e in events
                if e.get('resource_name') == '0']
@@ -198,26 +133,21 @@ def test_recovery_steps_in_heats_event_list(demo, admin, stacks):
 
 
 def test_owner_and_trust_unchanged_after_a_recreate(demo, admin, stacks):
-    stack, targets = _heal_stack(stacks, demo, 'heal-owner', count=1,
-                                 recovery=RECREATE_ONLY)
+    stack, targets = h.heal_stack(stacks, demo, 'heal-owner', count=1,
+                                  recovery=h.RECREATE_ONLY)
     before = demo.json('stack', 'show', stack['stack_name'])
-    owner = _stack_owner(stack['id'])
+    owner = h.stack_owner(stack['id'])
     assert owner['trust_id'], owner
     victim = targets['workers/0']['server_id']
     assert admin.inject_fault(victim, 'crash_to_error').status_code == 200
     demo.wait_for(
         lambda: (lambda t: t if t and t['workers/0']['server_id'] != victim
-                 else None)(_all_healthy(demo, stack, 1)),
+                 else None)(h.all_healthy(demo, stack, 1)),
         'workers/0 replaced and HEALTHY', timeout=120)
     after = demo.json('stack', 'show', stack['stack_name'])
     assert after['stack_owner'] == before['stack_owner']
     assert after['stack_user_project_id'] == before['stack_user_project_id']
-    assert _stack_owner(stack['id']) == owner
-
-
-def _timeline(admin, server_id=None):
-    url = '/timeline' + ('?server_id=%s' % server_id if server_id else '')
-    return admin.session.get(admin.fakecloud_url(url)).json()['timeline']
+    assert h.stack_owner(stack['id']) == owner
 
 
 def test_explicit_ladder_escalates_from_reboot_to_recreate(demo, admin,
@@ -225,44 +155,44 @@ def test_explicit_ladder_escalates_from_reboot_to_recreate(demo, admin,
     ladder = {'actions': [{'name': 'REBOOT', 'params': {'type': 'SOFT'}},
                           {'name': 'RECREATE'}],
               'backoff_initial': 1, 'backoff_max': 2}
-    stack, targets = _heal_stack(stacks, demo, 'heal-ladder', count=2,
-                                 modes=POLL_URL, recovery=ladder,
-                                 verify_timeout=15)
+    stack, targets = h.heal_stack(stacks, demo, 'heal-ladder', count=2,
+                                  modes=h.POLL_URL, recovery=ladder,
+                                  verify_timeout=15)
     victim = targets['workers/0']['server_id']
     # Broken for good: a reboot does not help, a new server does.
     assert admin.inject_fault(victim, 'broken').status_code == 200
     healed = demo.wait_for(
         lambda: (lambda t: t if t and t['workers/0']['server_id'] != victim
-                 else None)(_all_healthy(demo, stack, 2)),
+                 else None)(h.all_healthy(demo, stack, 2)),
         'workers/0 recreated after the reboot did not help', timeout=150)
     assert healed['workers/1']['server_id'] == targets['workers/1'][
         'server_id']
-    actions = [e['event'] for e in _timeline(admin, victim)
+    actions = [e['event'] for e in h.timeline(admin, victim)
                if e['event'].startswith('action:')]
     # The reboot, then Heat's deletion of the replaced server.
     assert actions == ['action:reboot', 'action:delete'], actions
     started = [e['reason'].split(' ')[0] for e in reversed(
-        _started(_events(demo, stack)))]
+        h.started(h.events(demo, stack)))]
     assert started == ['REBOOT', 'RECREATE'], started
     assert any(e['reason'].startswith('escalated') for e in
-               _events(demo, stack)), _events(demo, stack)
+               h.events(demo, stack)), h.events(demo, stack)
 
 
 def test_stuck_task_gets_the_action_of_the_state_nova_settles_in(
         demo, admin, stacks, demo_nova):
-    stack, targets = _heal_stack(stacks, demo, 'heal-stuck', count=2,
-                                 modes=POLL_URL)
+    stack, targets = h.heal_stack(stacks, demo, 'heal-stuck', count=2,
+                                  modes=h.POLL_URL)
     victim = targets['workers/0']['server_id']
     # nova-compute died while pausing: the guest still runs (seed 003:
     # pausing, active, RUNNING settles active); Nova refuses everything
     # but a hard reboot while the task is stuck.
     assert admin.inject_fault(victim, 'stuck_task',
                               task_state='pausing').status_code == 200
-    healed = demo.wait_for(lambda: _all_healthy(demo, stack, 2) if _started(
-        _events(demo, stack)) else None, 'the stuck server healed',
+    healed = demo.wait_for(lambda: h.all_healthy(demo, stack, 2) if h.started(
+        h.events(demo, stack)) else None, 'the stuck server healed',
         timeout=90)
     assert healed['workers/0']['server_id'] == victim
-    [started] = _started(_events(demo, stack))
+    [started] = h.started(h.events(demo, stack))
     assert started['reason'].startswith('REBOOT HARD'), started
     server = demo_nova.servers.get(victim)
     assert (server.status, getattr(server, 'OS-EXT-STS:task_state')) == (
@@ -274,30 +204,30 @@ def test_a_server_that_keeps_failing_backs_off_then_is_given_up(
     recovery = {'actions': [{'name': 'START'}], 'max_attempts': 3,
                 'backoff_initial': 2, 'backoff_max': 8, 'backoff_jitter': 0,
                 'healthy_reset': 600}
-    stack, targets = _heal_stack(stacks, demo, 'heal-flap', count=2,
-                                 recovery=recovery)
+    stack, targets = h.heal_stack(stacks, demo, 'heal-flap', count=2,
+                                  recovery=recovery)
     victim = targets['workers/0']['server_id']
     issued = []
     for attempt in range(3):
         assert admin.inject_fault(victim, 'power_off').status_code == 200
         demo.wait_for(lambda: len([
-            e for e in _timeline(admin, victim)
+            e for e in h.timeline(admin, victim)
             if e['event'] == 'action:os-start']) > attempt,
             'start number %d' % (attempt + 1), timeout=60)
-        issued.append([e['time'] for e in _timeline(admin, victim)
+        issued.append([e['time'] for e in h.timeline(admin, victim)
                        if e['event'] == 'action:os-start'][-1])
-        demo.wait_for(lambda: _targets(demo, stack)['workers/0'][
+        demo.wait_for(lambda: h.targets(demo, stack)['workers/0'][
             'state'] == 'HEALTHY', 'healthy again', timeout=30)
     assert admin.inject_fault(victim, 'power_off').status_code == 200
     target = demo.wait_for(
         lambda: (lambda t: t if t['state'] == 'GAVE_UP' else None)(
-            _targets(demo, stack)['workers/0']), 'GAVE_UP', timeout=60)
+            h.targets(demo, stack)['workers/0']), 'GAVE_UP', timeout=60)
     assert 'gave up after 3 attempts' in target['reason'], target
     # Each wait was longer than the one before (2 s, then 4 s).
     gaps = [b - a for a, b in zip(issued, issued[1:])]
     assert gaps[1] > gaps[0] >= 2, gaps
     time.sleep(3)
-    assert len([e for e in _timeline(admin, victim)
+    assert len([e for e in h.timeline(admin, victim)
                 if e['event'] == 'action:os-start']) == 3
     resource = demo.resource(stack['stack_name'], 'workers')
     member = demo.json('stack', 'resource', 'show',
@@ -308,63 +238,55 @@ def test_a_server_that_keeps_failing_backs_off_then_is_given_up(
     assert admin.inject_fault(victim, 'reset').status_code == 200
     reply = demo.patch_resource(stack, victim, {'mark_unhealthy': False})
     assert reply.status_code == 200, reply.text
-    demo.wait_for(lambda: _targets(demo, stack)['workers/0']['state'] in (
+    demo.wait_for(lambda: h.targets(demo, stack)['workers/0']['state'] in (
         'NO_DATA', 'HEALTHY'), 'the target reset', timeout=30)
 
 
 def test_nova_errors_mean_no_action(demo, admin, stacks):
-    stack, targets = _heal_stack(stacks, demo, 'heal-blind', count=2)
+    stack, targets = h.heal_stack(stacks, demo, 'heal-blind', count=2)
     victim = targets['workers/0']['server_id']
-    since = _timeline(admin)[-1]['seq']
+    since = h.timeline(admin)[-1]['seq']
     assert admin.inject_api_fault('api_errors', duration=20).status_code \
         == 200
     assert admin.inject_fault(victim, 'power_off').status_code == 200
-    demo.wait_for(lambda: _targets(demo, stack)['workers/0']['state'] ==
+    demo.wait_for(lambda: h.targets(demo, stack)['workers/0']['state'] ==
                   'UNHEALTHY', 'the notification seen', timeout=30)
     policy = demo.wait_for(
-        lambda: (lambda p: p if p['braked'] else None)(_policy(demo, stack)),
+        lambda: (lambda p: p if p['braked'] else None)(h.policy(demo, stack)),
         'the brake', timeout=30)
     assert 'Nova' in policy['braked'], policy
-    actions = [e for e in _timeline(admin) if e['seq'] > since and
+    actions = [e for e in h.timeline(admin) if e['seq'] > since and
                e['event'].startswith('action:')]
     assert actions == []
     # Nova answers again: the brake lets go and the server is started.
-    demo.wait_for(lambda: _all_healthy(demo, stack, 2), 'healed after the '
+    demo.wait_for(lambda: h.all_healthy(demo, stack, 2), 'healed after the '
                   'errors ended', timeout=120)
-    actions = [e['event'] for e in _timeline(admin) if e['seq'] > since and
+    actions = [e['event'] for e in h.timeline(admin) if e['seq'] > since and
                e['event'].startswith('action:')]
     assert actions == ['action:os-start'], actions
 
 
-def _stack_status(demo, stack):
-    endpoint = demo.session.get_endpoint(service_type='orchestration',
-                                         interface='public')
-    return demo.session.get('%s/stacks/%s/%s' % (
-        endpoint, stack['stack_name'], stack['id'])).json()['stack'][
-            'stack_status']
-
-
 def test_no_action_while_the_user_updates_the_stack(demo, admin, stacks):
-    stack, targets = _heal_stack(stacks, demo, 'heal-busy', count=2)
+    stack, targets = h.heal_stack(stacks, demo, 'heal-busy', count=2)
     victim = targets['workers/0']['server_id']
     # The user's own update, which takes 30 s.
     demo.run('stack', 'update', '--existing', stack['stack_name'],
              '--parameter', 'setting=two', '--parameter', 'update_wait=30')
-    assert _stack_status(demo, stack) == 'UPDATE_IN_PROGRESS'
+    assert h.stack_status(demo, stack) == 'UPDATE_IN_PROGRESS'
     assert admin.inject_fault(victim, 'power_off').status_code == 200
-    demo.wait_for(lambda: [e for e in _events(demo, stack)
+    demo.wait_for(lambda: [e for e in h.events(demo, stack)
                            if e['new_state'] == 'SUPPRESSED' and
                            'UPDATE_IN_PROGRESS' in e['reason']],
                   'the failure held', timeout=30, interval=0.5)
-    while _stack_status(demo, stack) == 'UPDATE_IN_PROGRESS':
-        assert not [e for e in _timeline(admin, victim)
+    while h.stack_status(demo, stack) == 'UPDATE_IN_PROGRESS':
+        assert not [e for e in h.timeline(admin, victim)
                     if e['event'].startswith('action:')]
         time.sleep(0.2)
     done = time.time()
-    assert _stack_status(demo, stack) == 'UPDATE_COMPLETE'
-    demo.wait_for(lambda: _all_healthy(demo, stack, 2), 'healed after the '
+    assert h.stack_status(demo, stack) == 'UPDATE_COMPLETE'
+    demo.wait_for(lambda: h.all_healthy(demo, stack, 2), 'healed after the '
                   'update', timeout=60)
-    [started] = [e for e in _timeline(admin, victim)
+    [started] = [e for e in h.timeline(admin, victim)
                  if e['event'].startswith('action:')]
     assert started['event'] == 'action:os-start'
     assert started['time'] >= done - 0.5
@@ -372,18 +294,18 @@ def test_no_action_while_the_user_updates_the_stack(demo, admin, stacks):
 
 def test_fencing_stops_the_old_server_before_the_new_one_exists(
         demo, admin, stacks):
-    recovery = dict(RECREATE_ONLY, fencing=['COMPUTE'])
-    stack, targets = _heal_stack(stacks, demo, 'heal-fence', count=1,
-                                 modes=POLL_URL, recovery=recovery)
+    recovery = dict(h.RECREATE_ONLY, fencing=['COMPUTE'])
+    stack, targets = h.heal_stack(stacks, demo, 'heal-fence', count=1,
+                                  modes=h.POLL_URL, recovery=recovery)
     victim = targets['workers/0']['server_id']
-    since = _timeline(admin)[-1]['seq']
+    since = h.timeline(admin)[-1]['seq']
     assert admin.inject_fault(victim, 'hang').status_code == 200
     healed = demo.wait_for(
         lambda: (lambda t: t if t and t['workers/0']['server_id'] != victim
-                 else None)(_all_healthy(demo, stack, 1)),
+                 else None)(h.all_healthy(demo, stack, 1)),
         'workers/0 recreated', timeout=150)
     new = healed['workers/0']['server_id']
-    order = [(e['server_id'], e['event']) for e in _timeline(admin)
+    order = [(e['server_id'], e['event']) for e in h.timeline(admin)
              if e['seq'] > since]
     stopped = order.index((victim, 'stopped'))
     created = order.index((new, 'created'))
@@ -392,14 +314,14 @@ def test_fencing_stops_the_old_server_before_the_new_one_exists(
 
 def test_autoscaling_group_keeps_its_size(demo, admin, stacks):
     stack = stacks('heal-asg', 'heal_asg.yaml',
-                   'recovery=%s' % json.dumps(RECREATE_ONLY))
-    targets = demo.wait_for(lambda: _all_healthy(demo, stack, 1),
+                   'recovery=%s' % json.dumps(h.RECREATE_ONLY))
+    targets = demo.wait_for(lambda: h.all_healthy(demo, stack, 1),
                             'the member HEALTHY')
     [victim] = [t['server_id'] for t in targets.values()]
     assert admin.inject_fault(victim, 'vanish').status_code == 200
     healed = demo.wait_for(
         lambda: (lambda t: t if t and [x['server_id'] for x in t.values()]
-                 != [victim] else None)(_all_healthy(demo, stack, 1)),
+                 != [victim] else None)(h.all_healthy(demo, stack, 1)),
         'the member recreated', timeout=150)
     assert len(healed) == 1
     group = demo.resource(stack['stack_name'], 'pool')

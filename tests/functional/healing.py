@@ -1,0 +1,84 @@
+"""Helpers of the recovery tests: stacks healed, reports and timelines."""
+
+import configparser
+import json
+
+import sqlalchemy as sa
+
+from tests.functional import cloud
+
+RECREATE_ONLY = {'actions': [{'name': 'RECREATE'}]}
+POLL_URL = [{'type': 'NODE_STATUS_POLL_URL', 'options': {
+    'poll_url': 'http://127.0.0.1:8775/{id}/health',
+    'poll_url_retry_limit': 0, 'poll_url_timeout': 1}}]
+
+
+def stack_owner(stack_id):
+    """The stack's stored credentials in Heat's database.
+
+    Who acts for the stack when nobody asks: user_creds and its trust.
+    """
+    conf = configparser.ConfigParser(interpolation=None)
+    conf.read(cloud.STATE_DIR / 'etc' / 'heat.conf')
+    engine = sa.create_engine(conf['database']['connection'])
+    try:
+        with engine.connect() as conn:
+            return conn.execute(sa.text(
+                'SELECT s.user_creds_id, s.username, u.trust_id, '
+                'u.trustor_user_id FROM stack s JOIN user_creds u ON '
+                'u.id = s.user_creds_id WHERE s.id = :id'),
+                {'id': stack_id}).one()._asdict()
+    finally:
+        engine.dispose()
+
+
+def policy(demo, stack):
+    policy, = demo.health_report(stack)['policies']
+    return policy
+
+
+def targets(demo, stack):
+    return {t['path']: t for t in policy(demo, stack)['targets']}
+
+
+def all_healthy(demo, stack, count):
+    found = targets(demo, stack)
+    if len(found) == count and all(t['state'] == 'HEALTHY'
+                                   for t in found.values()):
+        return found
+    return None
+
+
+def events(demo, stack):
+    return demo.health_report(stack)['events']
+
+
+def started(events, server_id=None):
+    """The recovery actions started (newest first), per the timeline."""
+    return [e for e in events if e['new_state'] == 'RECOVERING' and
+            e['old_state'] == 'UNHEALTHY' and
+            (server_id is None or e['server_id'] == server_id)]
+
+
+def heal_stack(stacks, demo, prefix, count=3, **params):
+    args = ['count=%d' % count]
+    for key, value in params.items():
+        args.append('%s=%s' % (key, json.dumps(value)
+                               if not isinstance(value, (str, int))
+                               else value))
+    stack = stacks(prefix, 'heal_group.yaml', *args)
+    return stack, demo.wait_for(lambda: all_healthy(demo, stack, count),
+                                'every server HEALTHY')
+
+
+def timeline(admin, server_id=None):
+    url = '/timeline' + ('?server_id=%s' % server_id if server_id else '')
+    return admin.session.get(admin.fakecloud_url(url)).json()['timeline']
+
+
+def stack_status(demo, stack):
+    endpoint = demo.session.get_endpoint(service_type='orchestration',
+                                         interface='public')
+    return demo.session.get('%s/stacks/%s/%s' % (
+        endpoint, stack['stack_name'], stack['id'])).json()['stack'][
+            'stack_status']
