@@ -1,0 +1,139 @@
+"""The recovery loop's exactly-once rules for a RECREATE under way."""
+
+import types
+import unittest
+
+from oslo_config import cfg
+
+from heat_health.common import config  # noqa: F401
+from heat_health.engine.monitor import states
+from heat_health.engine import policy_spec
+from heat_health.engine.recovery import heat_replace
+from heat_health.engine.recovery import loop
+
+
+class FakeReplacer(object):
+    def __init__(self, status=('UPDATE', 'COMPLETE'), replaced=False,
+                 resource=('CHECK', 'FAILED')):
+        self.status = status
+        self.is_replaced = replaced
+        self.state = resource
+        self.updates = []
+        self.marks = []
+
+    def stack_status(self, stack_id):
+        return self.status
+
+    def replaced(self, stack_id, name, old):
+        return self.is_replaced
+
+    def resource(self, stack_id, name):
+        return heat_replace.ResourceState('old', self.state[0],
+                                          self.state[1], '')
+
+    def mark_failed(self, stack_id, name, reason):
+        self.marks.append(name)
+        return 'old'
+
+    def update_target(self, root, stack_id, name):
+        self.updates.append(root)
+        return root
+
+    def record_event(self, *args, **kwargs):
+        pass
+
+
+class FakeTracker(object):
+    def __init__(self):
+        self.steps = []
+
+    def store_step(self, target, expect, state, reason, columns=None,
+                   source='recovery', at=None):
+        self.steps.append((expect, state, reason))
+        target.state = state
+        if columns and 'recovery' in columns:
+            target.recovery = columns['recovery']
+        return True
+
+
+def _policy():
+    return types.SimpleNamespace(
+        id='p', stack_id='root', generation=1, busy=(), frozen=lambda: None,
+        spec=policy_spec.PolicySpec.parse({
+            'targets': ['g'], 'recovery': {'actions': [{'name': 'RECREATE'}]}
+        }))
+
+
+def _target(stage, **recovery):
+    return types.SimpleNamespace(
+        id=1, server_id='old', stack_id='nested', resource_name='0',
+        path='g/0', state=states.RECOVERING, reason='down',
+        recovery=dict(recovery, action='RECREATE', stage=stage,
+                      old_server_id='old', step=0))
+
+
+class RecreateTest(unittest.TestCase):
+
+    def _loop(self, replacer):
+        self.tracker = FakeTracker()
+        return loop.RecoveryLoop('engine', self.tracker, replacer,
+                                 actions=lambda stack_id: None,
+                                 conf=cfg.CONF)
+
+    def tearDown(self):
+        self.recovery._pool.shutdown()
+
+    def test_marked_while_an_update_runs_waits(self):
+        replacer = FakeReplacer(status=('UPDATE', 'IN_PROGRESS'))
+        self.recovery = self._loop(replacer)
+        self.recovery._advance(_policy(), types.SimpleNamespace(
+            target=_target('marked')))
+        self.assertEqual([], replacer.updates)
+        self.assertEqual([], replacer.marks)
+
+    def test_marked_and_already_replaced_asks_nothing_more(self):
+        replacer = FakeReplacer(replaced=True)
+        self.recovery = self._loop(replacer)
+        self.recovery._advance(_policy(), types.SimpleNamespace(
+            target=_target('marked')))
+        self.assertEqual([], replacer.updates)
+
+    def test_marked_after_a_restart_asks_for_the_update_once(self):
+        replacer = FakeReplacer()
+        self.recovery = self._loop(replacer)
+        target = _target('marked')
+        self.recovery._advance(_policy(), types.SimpleNamespace(
+            target=target))
+        self.assertEqual(['root'], replacer.updates)
+        self.assertEqual('updating', target.recovery['stage'])
+        # The next pass while heat-engine works: nothing more.
+        replacer.status = ('UPDATE', 'IN_PROGRESS')
+        self.recovery._advance(_policy(), types.SimpleNamespace(
+            target=target))
+        self.assertEqual(['root'], replacer.updates)
+
+    def test_a_superseded_update_is_asked_again_then_given_up(self):
+        replacer = FakeReplacer()
+        self.recovery = self._loop(replacer)
+        target = _target('updating', updates=loop.MAX_UPDATES)
+        self.recovery._advance(_policy(), types.SimpleNamespace(
+            target=target))
+        self.assertEqual([], replacer.updates)
+        self.assertEqual(states.UNHEALTHY, target.state)
+        self.assertIn('superseded', self.tracker.steps[-1][2])
+
+    def test_intent_marks_then_updates(self):
+        replacer = FakeReplacer()
+        self.recovery = self._loop(replacer)
+        target = _target('intent')
+        self.recovery._advance(_policy(), types.SimpleNamespace(
+            target=target))
+        self.assertEqual(['0'], replacer.marks)
+        self.assertEqual(['root'], replacer.updates)
+
+    def test_a_user_update_in_progress_holds_the_marking(self):
+        replacer = FakeReplacer(status=('UPDATE', 'IN_PROGRESS'))
+        self.recovery = self._loop(replacer)
+        self.recovery._advance(_policy(), types.SimpleNamespace(
+            target=_target('intent')))
+        self.assertEqual([], replacer.marks)
