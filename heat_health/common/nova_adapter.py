@@ -19,6 +19,7 @@ from keystoneauth1 import session as ks_session
 from novaclient import client as nova_client
 from novaclient import exceptions as nova_exc
 from oslo_config import cfg
+from oslo_utils import timeutils
 import requests
 
 from heat_health.common import config  # noqa: F401  (registers options)
@@ -28,9 +29,11 @@ NOVA_API_VERSION = '2.1'
 # Server ids asked for in one request (keeps the URL under 4 KiB).
 BY_ID_BATCH = 80
 
-Server = collections.namedtuple('Server', ['status', 'addresses', 'name'],
-                                defaults=(None,))
-"""A server as listed: its status, IP addresses (all networks) and name."""
+Server = collections.namedtuple('Server', ['status', 'addresses', 'name',
+                                           'task_state', 'updated'],
+                                defaults=(None, None, None))
+"""A server as listed: its status, IP addresses (all networks), name, the
+task Nova is working on (None when idle) and when it last changed."""
 
 
 class NovaUnavailable(Exception):
@@ -57,8 +60,19 @@ def _ips(addresses):
 
 def _servers(body):
     return {s['id']: Server(s.get('status'), _ips(s.get('addresses')),
-                            s.get('name'))
+                            s.get('name'), s.get('OS-EXT-STS:task_state'),
+                            _updated(s.get('updated')))
             for s in body.get('servers', ())}
+
+
+def _updated(stamp):
+    """Nova's ``updated`` (ISO 8601) as naive UTC, or None."""
+    if not stamp:
+        return None
+    try:
+        return timeutils.normalize_time(timeutils.parse_isotime(stamp))
+    except ValueError:
+        return None
 
 
 def _next_marker(body):

@@ -258,3 +258,44 @@ class TestAdapter(base.HeatHealthTestCase):
                       {'error': 'no list'}):
             adapter, _http = self._adapter(error)
             self.assertRaises(nova_adapter.NovaUnavailable, adapter.list_all)
+
+
+class TestStuckTask(base.HeatHealthTestCase):
+    """A task Nova never ends is a failure once it outlasts the deadline."""
+
+    _poll = TestStatusPoller._poll
+
+    def setUp(self):
+        super(TestStuckTask, self).setUp()
+        self.now = T0
+        self.seen = []
+        self.watched = {'a', 'b'}
+        self.nova = FakeNova({s: _server('ACTIVE') for s in 'ab'})
+        self.poller = nova_status.StatusPoller(
+            self.nova, self.seen.append, lambda: set(self.watched),
+            resync_cycles=100, clock=lambda: self.now,
+            stuck_after=lambda server_id: 8)
+
+    def test_stuck_task_is_unhealthy_after_the_deadline(self):
+        self._poll()
+        self.nova.changed = {'a': nova_adapter.Server(
+            'ACTIVE', [], 'a', 'pausing', self.now)}
+        # Busy, not healthy: no verdict while the task may still end.
+        self.assertEqual({}, self._poll())
+        self.nova.changed = {}
+        self.assertEqual({}, self._poll())
+        seen = self._poll()
+        self.assertEqual(obs.UNHEALTHY, seen['a'][0])
+        self.assertIn('pausing stuck', seen['a'][1])
+        self.assertEqual({}, self._poll())
+        # Nova ends the task (a hard reboot): healthy again.
+        self.nova.changed = {'a': _server('ACTIVE')}
+        self.assertEqual(obs.HEALTHY, self._poll()['a'][0])
+
+    def test_a_task_that_ends_in_time_says_nothing_of_failure(self):
+        self._poll()
+        self.nova.changed = {'a': nova_adapter.Server(
+            'REBOOT', [], 'a', 'rebooting', self.now)}
+        self._poll()
+        self.nova.changed = {'a': _server('ACTIVE')}
+        self.assertEqual({}, self._poll())

@@ -78,7 +78,8 @@ class Monitor(object):
             adapter or nova_adapter.NovaAdapter(conf), self._polled.append,
             # Servers checked by URL are listed too, for their addresses.
             lambda: self.tracker.servers(policy_spec.POLLED),
-            conf.heat_health.node_status_resync_cycles)
+            conf.heat_health.node_status_resync_cycles,
+            stuck_after=self.tracker.stuck_after)
         self._listener_factory = listener_factory
         self._listener = None
         self._url_checker = (url_checker_factory(self.tracker)

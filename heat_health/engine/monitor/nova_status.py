@@ -59,8 +59,13 @@ class StatusPoller(object):
     """
 
     def __init__(self, adapter, observe, watched, resync_cycles,
-                 clock=timeutils.utcnow):
+                 clock=timeutils.utcnow, stuck_after=None):
         self._adapter = adapter
+        # server id -> seconds a task may last before the server counts
+        # as stuck (None: never).
+        self._stuck_after = stuck_after or (lambda server_id: None)
+        # server id -> (task state, since when) of servers in a task.
+        self._tasks = {}
         self._observe = observe
         self._watched = watched
         self._resync_cycles = resync_cycles
@@ -102,6 +107,7 @@ class StatusPoller(object):
                 self._cycles = 0
             if self._sweep is not None:
                 count += self._sweep_page(watched, now)
+            count += self._stuck(watched, now)
             self.failure = None
             return count
         except nova_adapter.NovaUnavailable as e:
@@ -158,6 +164,7 @@ class StatusPoller(object):
         for server_id in server_ids:
             self._reported.pop(server_id, None)
             self.listed.pop(server_id, None)
+            self._tasks.pop(server_id, None)
 
     def _report(self, servers, watched, now):
         count = 0
@@ -166,6 +173,14 @@ class StatusPoller(object):
             server = servers[server_id]
             self.listed[server_id] = server
             status = server.status
+            if server.task_state:
+                # Busy: no verdict from a status in flux, until the task
+                # ends or lasts too long (``_stuck``).
+                task = (server.task_state, server.updated or now)
+                if self._tasks.get(server_id, (None,))[0] != task[0]:
+                    self._tasks[server_id] = task
+                continue
+            self._tasks.pop(server_id, None)
             if reported.get(server_id) == status:
                 continue
             found = verdict(status)
@@ -176,8 +191,34 @@ class StatusPoller(object):
                 count += 1
         return count
 
+    def _stuck(self, watched, now):
+        """Servers whose task lasts beyond their policies' deadline.
+
+        nova-compute died or lost the operation: Nova will not end the
+        task by itself, so the server is a failure (seed 003's case).
+        """
+        count = 0
+        for server_id, (task, since) in list(self._tasks.items()):
+            if server_id not in watched:
+                del self._tasks[server_id]
+                continue
+            limit = self._stuck_after(server_id)
+            if limit is None or now - since < datetime.timedelta(
+                    seconds=limit):
+                continue
+            key = 'stuck in %s' % task
+            if self._reported.get(server_id) == key:
+                continue
+            self._reported[server_id] = key
+            self._observe(obs.Observation(
+                server_id, obs.UNHEALTHY, 'Nova task %s stuck since %s' % (
+                    task, since.isoformat(timespec='seconds')), SOURCE, now))
+            count += 1
+        return count
+
     def _missing(self, server_ids, now):
         for server_id in server_ids:
+            self._tasks.pop(server_id, None)
             if self._reported.get(server_id) == MISSING_REASON:
                 continue
             self._reported[server_id] = MISSING_REASON

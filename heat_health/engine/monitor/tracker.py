@@ -38,6 +38,10 @@ LOG = logging.getLogger(__name__)
 
 EVENT_TYPE = 'heat_health.target.state_change'
 
+# A Nova task is never taken for stuck sooner: reboots and rebuilds take
+# this long on a busy host.
+STUCK_MIN_SECONDS = 30
+
 # States that close a recovery: the next failure starts a new incident.
 _ENDS_RECOVERY = frozenset([states.HEALTHY, states.NO_DATA])
 
@@ -315,6 +319,18 @@ class Tracker(object):
             return {server_id for server_id, targets in self._by_server.items()
                     if any(modes.intersection(t.policy.modes)
                            for t in targets)}
+
+    def stuck_after(self, server_id):
+        """Seconds a Nova task of the server may last before it is stuck.
+
+        The shortest node_update_timeout of its policies, at least
+        STUCK_MIN_SECONDS.
+        """
+        targets = self._by_server.get(server_id, ())
+        if not targets:
+            return None
+        return max(STUCK_MIN_SECONDS,
+                   min(t.policy.spec.grace for t in targets))
 
     def policies(self):
         with self._lock:
