@@ -328,3 +328,27 @@ def test_autoscaling_group_keeps_its_size(demo, admin, stacks):
     members = demo.json('stack', 'resource', 'list',
                         group['physical_resource_id'])
     assert len(members) == 1, members
+
+
+def test_a_task_nova_never_ends_is_seen_by_status_polling(demo, admin,
+                                                          stacks):
+    stack, targets = h.heal_stack(
+        stacks, demo, 'heal-stuck-poll', count=2,
+        modes=[{'type': 'NODE_STATUS_POLLING'}], verify_timeout=15)
+    victim = targets['workers/1']['server_id']
+    assert admin.inject_fault(victim, 'stuck_task',
+                              task_state='unpausing').status_code == 200
+    # Stuck once the task outlasts node_update_timeout (30 s at least);
+    # from paused, unpausing settles paused: UNPAUSE is refused while the
+    # task is stuck, a hard reboot is not.
+    target = demo.wait_for(
+        lambda: (lambda t: t if t['state'] != 'HEALTHY' else None)(
+            h.targets(demo, stack)['workers/1']),
+        'the stuck server failed', timeout=90)
+    assert 'unpausing stuck' in target['reason'], target
+    healed = demo.wait_for(lambda: h.all_healthy(demo, stack, 2) if
+                           h.started(h.events(demo, stack)) else None,
+                           'the stuck server healed', timeout=60)
+    assert healed['workers/1']['server_id'] == victim
+    [started] = h.started(h.events(demo, stack))
+    assert started['reason'].startswith('REBOOT HARD'), started
