@@ -206,3 +206,19 @@ class VerifyingTransitionTest(unittest.TestCase):
         self.assertEqual(states.HEALTHY, states.transition(
             states.GAVE_UP, self._verdicts(obs.HEALTHY), NOW,
             spec).decision.state)
+
+    def test_verifying_needs_every_detector_to_agree(self):
+        from heat_health.engine.monitor import observation as obs
+        spec = policy_spec.PolicySpec.parse({
+            'targets': ['g'], 'detection': {'detection_modes': [
+                {'type': 'LIFECYCLE_EVENTS'},
+                {'type': 'NODE_STATUS_POLL_URL'}]}})
+        events = {obs.LIFECYCLE_EVENTS: obs.Observation(
+            's1', obs.HEALTHY, 'instance.reboot.end', obs.LIFECYCLE_EVENTS,
+            NOW)}
+        self.assertIsNone(states.transition(
+            states.VERIFYING, events, NOW, spec, streak=1).decision)
+        events[obs.NODE_STATUS_POLL_URL] = obs.Observation(
+            's1', obs.HEALTHY, '200', obs.NODE_STATUS_POLL_URL, NOW)
+        self.assertEqual(states.HEALTHY, states.transition(
+            states.VERIFYING, events, NOW, spec, streak=2).decision.state)

@@ -99,9 +99,14 @@ def transition(old, verdicts, now, spec, suppression=NOT_SUPPRESSED,
     if decision is None or decision.state == old:
         return NOTHING
     if old in (VERIFYING, GAVE_UP):
-        if decision.state != HEALTHY or (
-                old == VERIFYING and
-                streak < spec.recovery.success_threshold):
+        if decision.state != HEALTHY:
+            return NOTHING
+        if old == VERIFYING and (
+                streak < spec.recovery.success_threshold or
+                any(m not in verdicts for m in spec.modes)):
+            # Every detector must agree, each having looked since the
+            # action: a reboot's notification says nothing of the
+            # application a poll URL checks.
             return NOTHING
         if old == VERIFYING:
             decision = Decision(HEALTHY, 'recovered: %s' % decision.reason,

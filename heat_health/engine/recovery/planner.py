@@ -135,7 +135,10 @@ def plan(policy, targets, now, running=0, engine_room=None, blind=None):
                     target, step + 1,
                     'not healthy %ss after %s' % (
                         (target.recovery or {}).get('verify_seconds', '?'),
-                        (target.recovery or {}).get('action', 'the action'))))
+                        ' '.join([(target.recovery or {}).get(
+                            'action', 'the action')] + list(
+                            ((target.recovery or {}).get('params') or {})
+                            .values())))))
             elif (target.recovery or {}).get('action') == 'RECREATE' and \
                     (target.recovery or {}).get('stage') != 'replaced':
                 # The replacement is confirmed by the loop.
