@@ -82,3 +82,15 @@ def stack_status(demo, stack):
     return demo.session.get('%s/stacks/%s/%s' % (
         endpoint, stack['stack_name'], stack['id'])).json()['stack'][
             'stack_status']
+
+
+def wait_replaced(demo, stack, path, old, count, timeout=150):
+    """The targets by path, once ``path`` holds a server other than ``old``.
+
+    And all ``count`` targets are HEALTHY.
+    """
+    def replaced():
+        found = all_healthy(demo, stack, count)
+        return found if found and found[path]['server_id'] != old else None
+    return demo.wait_for(replaced, '%s replaced and every server HEALTHY'
+                         % path, timeout=timeout)

@@ -50,10 +50,8 @@ def test_error_is_recreated_with_a_new_id(demo, admin, stacks):
                                   recovery=h.RECREATE_ONLY)
     victim = targets['workers/0']['server_id']
     assert admin.inject_fault(victim, 'crash_to_error').status_code == 200
-    healed = demo.wait_for(
-        lambda: (lambda t: t if t and t['workers/0']['server_id'] != victim
-                 else None)(h.all_healthy(demo, stack, 2)),
-        'workers/0 replaced and HEALTHY', timeout=120)
+    healed = h.wait_replaced(demo, stack, 'workers/0', victim, 2,
+                             timeout=120)
     assert healed['workers/1']['server_id'] == targets['workers/1'][
         'server_id']
     name = stack['stack_name']
@@ -69,10 +67,8 @@ def test_vanished_server_is_recreated(demo, admin, stacks):
     stack, targets = h.heal_stack(stacks, demo, 'heal-vanish', count=2)
     victim = targets['workers/1']['server_id']
     assert admin.inject_fault(victim, 'vanish').status_code == 200
-    healed = demo.wait_for(
-        lambda: (lambda t: t if t and t['workers/1']['server_id'] != victim
-                 else None)(h.all_healthy(demo, stack, 2)),
-        'workers/1 recreated and HEALTHY', timeout=120)
+    healed = h.wait_replaced(demo, stack, 'workers/1', victim, 2,
+                             timeout=120)
     assert healed['workers/0']['server_id'] == targets['workers/0'][
         'server_id']
 
@@ -140,10 +136,8 @@ def test_owner_and_trust_unchanged_after_a_recreate(demo, admin, stacks):
     assert owner['trust_id'], owner
     victim = targets['workers/0']['server_id']
     assert admin.inject_fault(victim, 'crash_to_error').status_code == 200
-    demo.wait_for(
-        lambda: (lambda t: t if t and t['workers/0']['server_id'] != victim
-                 else None)(h.all_healthy(demo, stack, 1)),
-        'workers/0 replaced and HEALTHY', timeout=120)
+    h.wait_replaced(demo, stack, 'workers/0', victim, 1,
+                    timeout=120)
     after = demo.json('stack', 'show', stack['stack_name'])
     assert after['stack_owner'] == before['stack_owner']
     assert after['stack_user_project_id'] == before['stack_user_project_id']
@@ -161,10 +155,8 @@ def test_explicit_ladder_escalates_from_reboot_to_recreate(demo, admin,
     victim = targets['workers/0']['server_id']
     # Broken for good: a reboot does not help, a new server does.
     assert admin.inject_fault(victim, 'broken').status_code == 200
-    healed = demo.wait_for(
-        lambda: (lambda t: t if t and t['workers/0']['server_id'] != victim
-                 else None)(h.all_healthy(demo, stack, 2)),
-        'workers/0 recreated after the reboot did not help', timeout=150)
+    healed = h.wait_replaced(demo, stack, 'workers/0', victim, 2,
+                             timeout=150)
     assert healed['workers/1']['server_id'] == targets['workers/1'][
         'server_id']
     actions = [e['event'] for e in h.timeline(admin, victim)
@@ -300,10 +292,8 @@ def test_fencing_stops_the_old_server_before_the_new_one_exists(
     victim = targets['workers/0']['server_id']
     since = h.timeline(admin)[-1]['seq']
     assert admin.inject_fault(victim, 'hang').status_code == 200
-    healed = demo.wait_for(
-        lambda: (lambda t: t if t and t['workers/0']['server_id'] != victim
-                 else None)(h.all_healthy(demo, stack, 1)),
-        'workers/0 recreated', timeout=150)
+    healed = h.wait_replaced(demo, stack, 'workers/0', victim, 1,
+                             timeout=150)
     new = healed['workers/0']['server_id']
     order = [(e['server_id'], e['event']) for e in h.timeline(admin)
              if e['seq'] > since]

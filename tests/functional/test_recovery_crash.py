@@ -57,10 +57,8 @@ def test_kill_between_marking_and_update_replaces_once(
     finally:
         os.killpg(heat_engine, signal.SIGCONT)
     try:
-        healed = demo.wait_for(
-            lambda: (lambda t: t if t and t['workers/0']['server_id'] !=
-                     victim else None)(h.all_healthy(demo, stack, 2)),
-            'workers/0 replaced by the surviving engine', timeout=180)
+        healed = h.wait_replaced(demo, stack, 'workers/0', victim, 2,
+                                 timeout=180)
         new_owner = h.policy(demo, stack)['engine_id']
         assert new_owner != owner
     finally:
