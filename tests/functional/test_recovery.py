@@ -194,7 +194,7 @@ def test_stuck_task_gets_the_action_of_the_state_nova_settles_in(
 def test_a_server_that_keeps_failing_backs_off_then_is_given_up(
         demo, admin, stacks):
     recovery = {'actions': [{'name': 'START'}], 'max_attempts': 3,
-                'backoff_initial': 2, 'backoff_max': 8, 'backoff_jitter': 0,
+                'backoff_initial': 6, 'backoff_max': 30, 'backoff_jitter': 0,
                 'healthy_reset': 600}
     stack, targets = h.heal_stack(stacks, demo, 'heal-flap', count=2,
                                   recovery=recovery)
@@ -215,9 +215,12 @@ def test_a_server_that_keeps_failing_backs_off_then_is_given_up(
         lambda: (lambda t: t if t['state'] == 'GAVE_UP' else None)(
             h.targets(demo, stack)['workers/0']), 'GAVE_UP', timeout=60)
     assert 'gave up after 3 attempts' in target['reason'], target
-    # Each wait was longer than the one before (2 s, then 4 s).
+    # The server fails again at once each time; the starts are spaced by
+    # the back-off: at least 6 s, then at least 12 s.
     gaps = [b - a for a, b in zip(issued, issued[1:])]
-    assert gaps[1] > gaps[0] >= 2, gaps
+    assert gaps[0] >= 6 and gaps[1] >= 12, gaps
+    assert [e for e in h.events(demo, stack) if e['new_state'] ==
+            'SUPPRESSED' and 'backing off' in e['reason']]
     time.sleep(3)
     assert len([e for e in h.timeline(admin, victim)
                 if e['event'] == 'action:os-start']) == 3

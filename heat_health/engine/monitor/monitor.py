@@ -80,6 +80,8 @@ class Monitor(object):
             lambda: self.tracker.servers(policy_spec.POLLED),
             conf.heat_health.node_status_resync_cycles,
             stuck_after=self.tracker.stuck_after)
+        self.tracker.on_recovery = lambda server_id: self.poller.recheck(
+            [server_id])
         self._listener_factory = listener_factory
         self._listener = None
         self._url_checker = (url_checker_factory(self.tracker)

@@ -159,6 +159,15 @@ class StatusPoller(object):
             count += 1
         return count
 
+    def recheck(self, server_ids):
+        """Report these servers at their next listing, even unchanged.
+
+        A recovery judges only what is seen after its action: the status
+        last reported may be the one the server is back to.
+        """
+        for server_id in server_ids:
+            self._reported.pop(server_id, None)
+
     def forget(self, server_ids):
         """Drop what was reported of servers no longer watched."""
         for server_id in server_ids:

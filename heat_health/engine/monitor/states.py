@@ -103,8 +103,9 @@ def transition(old, verdicts, now, spec, suppression=NOT_SUPPRESSED,
             return NOTHING
         if old == VERIFYING and (
                 streak < spec.recovery.success_threshold or
-                any(m not in verdicts for m in spec.modes)):
-            # Every detector must agree, each having looked since the
+                any(m not in verdicts for m in spec.modes
+                    if m in policy_spec.POLLED)):
+            # Every polling detector must agree, having looked since the
             # action: a reboot's notification says nothing of the
             # application a poll URL checks.
             return NOTHING

@@ -247,6 +247,9 @@ class Tracker(object):
         self._dirty = {}        # target id -> Observation to store
         # Called after a target was stored UNHEALTHY (recovery wakes up).
         self.on_failure = None
+        # Called with a server id when its recovery starts (detectors that
+        # report only news look again).
+        self.on_recovery = None
 
     # The index
 
@@ -515,6 +518,8 @@ class Tracker(object):
             # Verdicts that arrived meanwhile may end it at once.
             self._unsettled.add(target.id)
         self._announce(change)
+        if state == states.RECOVERING and self.on_recovery is not None:
+            self.on_recovery(target.server_id)
         return True
 
     def store_columns(self, target, columns):
