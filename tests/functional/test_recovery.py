@@ -85,9 +85,8 @@ def test_observe_never_acts(demo, admin, stacks, demo_nova):
     assert h.targets(demo, stack)['workers/0']['state'] == 'UNHEALTHY'
     assert demo_nova.servers.get(victim).status == 'SHUTOFF'
     assert not h.started(h.events(demo, stack))
-    held = [e for e in h.events(demo, stack)
-            if e['new_state'] == 'SUPPRESSED']
-    assert held and 'OBSERVE' in held[0]['reason'], held
+    policy = h.policy(demo, stack)
+    assert (policy['recovery_mode'], policy['braked']) == ('OBSERVE', None)
 
 
 def test_mass_failure_brakes_then_heals_what_is_left(demo, admin, stacks,

@@ -42,7 +42,9 @@ BLIND_SECONDS = 30
 # Seconds the loop waits after news of a failure before deciding, so
 # failures that happen together are decided together (the brake sees
 # them all).
-GATHER_SECONDS = 0.3
+GATHER_SECONDS = 0.2
+# Seconds a stack's Nova client (and its token) is kept.
+CLIENT_SECONDS = 600
 # Shortest time an action is given to heal before the next rung.
 MIN_VERIFY_SECONDS = 15
 # Updates tried for one RECREATE whose update was superseded.
@@ -57,6 +59,13 @@ def _label(action):
     name, params = action
     kind = (params or {}).get('type')
     return '%s %s' % (name, kind) if kind else name
+
+
+def _brake_kind(reason):
+    """What a brake's reason says, without the details that change."""
+    if reason and reason.startswith(planner.BLIND):
+        return planner.BLIND
+    return reason
 
 
 class StepFailed(Exception):
@@ -81,8 +90,8 @@ class RecoveryLoop(object):
         self.tracker = tracker
         self.replacer = replacer
         self._blind = blind
-        self._actions = actions or (lambda stack_id: nova_actions.NovaActions(
-            replacer.nova_client(stack_id)))
+        self._actions = actions or self._stack_nova
+        self._clients = {}       # stack id -> (NovaActions, expiry)
         self._clock = clock
         self._rnd = rnd or random.Random()
         self._limit = conf.heat_health.max_concurrent_recoveries
@@ -143,6 +152,11 @@ class RecoveryLoop(object):
                                 blind or self._nova_error(policy.id, now))
             self._set_brake(policy, plan.brake, now)
             for step in plan.steps:
+                with self._lock:
+                    busy = step.target.id in self._running
+                if busy:
+                    # Its own step is under way: neither held nor again.
+                    continue
                 if isinstance(step, planner.Hold):
                     self._hold(policy, step.target, step.reason, now)
                 else:
@@ -178,6 +192,22 @@ class RecoveryLoop(object):
             with self._lock:
                 self._running.pop(step.target.id, None)
 
+    def _stack_nova(self, stack_id):
+        """Nova as the stack's owner, kept a while for its token.
+
+        A new client means a new trust-scoped token, which Nova has to
+        validate: most of a recovery's first second. Dropped after any
+        error, so expired tokens or trusts are fetched anew.
+        """
+        now = self._clock()
+        found = self._clients.get(stack_id)
+        if found is not None and found[1] > now:
+            return found[0]
+        client = nova_actions.NovaActions(self.replacer.nova_client(stack_id))
+        self._clients[stack_id] = (client, now + datetime.timedelta(
+            seconds=CLIENT_SECONDS))
+        return client
+
     # Observers and the brake
 
     def _nova_error(self, policy_id, now):
@@ -191,12 +221,14 @@ class RecoveryLoop(object):
         return reason
 
     def _saw_nova_error(self, policy, error):
+        self._clients.pop(policy.stack_id, None)
         self._nova_errors[policy.id] = (
             'Nova error: %s' % error,
             self._clock() + datetime.timedelta(seconds=BLIND_SECONDS))
 
     def _set_brake(self, policy, reason, now):
-        if self._braked.get(policy.id) == reason:
+        if _brake_kind(self._braked.get(policy.id)) == _brake_kind(reason):
+            # The same cause (each Nova error has its own request id).
             return
         try:
             db_api.policy_set_braked(self.engine_id, policy.id,

@@ -37,6 +37,8 @@ Hold = collections.namedtuple('Hold', ['target', 'reason'])
 
 Plan = collections.namedtuple('Plan', ['brake', 'steps'])
 
+BLIND = 'observers cannot see'
+
 
 def _time(value):
     if value is None or isinstance(value, datetime.datetime):
@@ -72,7 +74,7 @@ def brake(targets, spec, blind=None):
         stale listings), or None.
     """
     if blind:
-        return 'observers cannot see: %s' % blind
+        return '%s: %s' % (BLIND, blind)
     down = [t for t in targets if t.state in states.DOWN]
     if (len(down) >= BRAKE_MIN_DOWN and
             len(down) >= spec.max_unhealthy_fraction * len(targets)):
@@ -115,8 +117,11 @@ def plan(policy, targets, now, running=0, engine_room=None, blind=None):
     """
     spec = policy.spec.recovery
     steps = []
-    braked = brake(targets, spec, blind)
     observing = spec.mode == policy_spec.OBSERVE
+    if observing:
+        # Detection and the report only: nothing to hold back or brake.
+        return Plan(None, [])
+    braked = brake(targets, spec, blind)
     active = sum(1 for t in targets if t.state in states.IN_RECOVERY)
     room = max(spec.max_concurrent - max(active, running), 0)
     if engine_room is not None:
@@ -149,11 +154,7 @@ def plan(policy, targets, now, running=0, engine_room=None, blind=None):
                     datetime.timedelta(seconds=spec.healthy_reset)):
                 steps.append(ResetAttempts(target))
         elif state == states.UNHEALTHY:
-            reason = None
-            if observing:
-                reason = 'the policy only observes (mode OBSERVE)'
-            else:
-                reason = _hold_reason(target, policy, now)
+            reason = _hold_reason(target, policy, now)
             if reason is None and braked:
                 reason = 'braked: %s' % braked
             if reason is not None:

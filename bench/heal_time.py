@@ -1,0 +1,593 @@
+"""Time to heal: fault -> action issued -> healthy again, per detection path.
+
+Two paths, each on a stack of its own made from
+tests/functional/templates/heal_group.yaml (a ResourceGroup of --servers
+servers and an OS::Heat::HealthPolicy with the default state-aware
+recovery ladder):
+
+* power-off, the notification path: a policy with LIFECYCLE_EVENTS alone;
+  fakecloud's ``power_off`` fault (instance.power_off.end on the real
+  RabbitMQ) is healed with START;
+* hang, the poll-URL path: a policy with NODE_STATUS_POLL_URL alone on
+  fakecloud's per-server health URL (at the template's interval, 5 s;
+  one try, 1 s timeout); fakecloud's ``hang`` fault (the health URL stops
+  answering, Nova still says ACTIVE) is healed with REBOOT SOFT.
+
+Attempts of a healed server are forgotten at once (``healthy_reset: 0``),
+so every incident is a first attempt: what is timed is healing, not the
+back-off between attempts. Faults are injected one at a time on the
+servers in turn, each once every server is HEALTHY again with no attempt
+counted and past its grace, so the brake never engages, after a random
+pause of up to --spread seconds (the policy's interval by default), so
+that faults fall anywhere in the poll and loop cycles. For each
+incident:
+
+* fault: fakecloud's timeline entry ``fault:<name>``;
+* detected, decided, healthy again: the health report's events
+  X -> UNHEALTHY, UNHEALTHY -> RECOVERING and VERIFYING -> HEALTHY. The
+  report gives times in whole seconds (MariaDB keeps no fraction), so the
+  benchmark polls it every --poll seconds while the incident runs and
+  narrows each event's time to the interval between the last poll that
+  did not show it and the first that did; the middle is used, and the
+  width is printed;
+* action issued: fakecloud's ``action:<name>`` entry (the compute API
+  accepted it); back ACTIVE: fakecloud's next ``active`` entry.
+  Action issued -> ACTIVE is fakecloud's own operation delay
+  (``task_delay``: the simulated boot or reboot), reported apart.
+
+The deployment may be shared: no fault is injected while an API-wide
+fault of fakecloud is in force, and an incident during which one was
+applied (by someone else), or during which another engine took the policy
+over (an engine joined, left or restarted: bench/failover.py times that),
+or whose health report did not answer, is shown but left out of the
+figures.
+
+Prints one line per incident (with the action's delay counted from the
+earliest time the detection can have happened in brackets) and, per path,
+p50 and max of each figure, and whether every action was issued within
+1 s of detection (the target), by the estimate and for certain. Stacks
+are deleted at the end, also on Ctrl-C. Runs against the local deployment
+(``tools/localcloud up``) and stops by itself.
+
+    python bench/heal_time.py [--incidents 20] [--servers 4]
+        [--paths power-off,hang] [--poll 0.1] [--spread S] [--timeout 120]
+"""
+
+import argparse
+import datetime
+import json
+import pathlib
+import random
+import signal
+import statistics
+import sys
+import time
+import uuid
+
+from keystoneauth1 import exceptions as ks_exceptions
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.functional import cloud as localcloud  # noqa: E402
+
+TEMPLATE = localcloud.TEMPLATES / 'heal_group.yaml'
+TARGET_SECONDS = 1.0
+# Every incident starts as a first attempt (see the docstring).
+RECOVERY = {'healthy_reset': 0}
+
+
+class Path(object):
+    """A detection path: how the policy watches, and the fault it heals."""
+
+    def __init__(self, name, title, fault, modes, action):
+        # action: the one the default ladder should take (fakecloud's
+        # name of it).
+        self.name = name
+        self.title = title
+        self.fault = fault
+        self.modes = modes
+        self.action = action
+
+
+PATHS = {p.name: p for p in [
+    Path('power-off', 'power-off, notification path (LIFECYCLE_EVENTS)',
+         'power_off', [{'type': 'LIFECYCLE_EVENTS'}], 'os-start'),
+    Path('hang', 'hang, poll-URL path (NODE_STATUS_POLL_URL)',
+         'hang', [{'type': 'NODE_STATUS_POLL_URL', 'options': {
+             'poll_url': 'http://127.0.0.1:8775/{id}/health',
+             'poll_url_healthy_response': '^ok',
+             'poll_url_conn_error_as_unhealthy': True,
+             'poll_url_retry_limit': 0,
+             'poll_url_timeout': 1}}], 'reboot'),
+]}
+
+
+class Interrupted(Exception):
+    pass
+
+
+class IncidentFailed(Exception):
+    pass
+
+
+class NoReport(IncidentFailed):
+    """The health report did not answer: heat-api or the engines away."""
+
+
+# The deployment
+
+def create_stack(demo, made, path, servers):
+    name = 'heal-time-%s-%s' % (path.name, uuid.uuid4().hex[:8])
+    made.append(name)
+    params = ['count=%d' % servers, 'modes=%s' % json.dumps(path.modes),
+              'recovery=%s' % json.dumps(RECOVERY)]
+    args = ['stack', 'create', '--wait', '-t', str(TEMPLATE)]
+    for param in params:
+        args += ['--parameter', param]
+    demo.run(*(args + [name]))
+    stack = demo.json('stack', 'show', name)
+    if stack['stack_status'] != 'CREATE_COMPLETE':
+        raise RuntimeError('stack %s is %s: %s' % (
+            name, stack['stack_status'], stack.get('stack_status_reason')))
+    return stack
+
+
+def delete_stacks(demo, made, tries=5):
+    """Delete the stacks made, trying again while the API is away."""
+    for name in made:
+        for attempt in range(1, tries + 1):
+            result = demo.run('stack', 'delete', '--yes', '--wait', name,
+                              check=False)
+            gone = demo.run('stack', 'show', name, check=False)
+            if gone.returncode != 0 and 'not found' in gone.stderr.lower():
+                break
+            if attempt == tries:
+                print('could not delete stack %s: %s'
+                      % (name, (result.stderr or gone.stderr).strip()))
+            else:
+                time.sleep(5)
+
+
+def read_report(demo, stack, patience=60):
+    """The health report; an API that does not answer is waited for."""
+    deadline = time.time() + patience
+    while True:
+        try:
+            return demo.health_report(stack)
+        except (ks_exceptions.ClientException, ValueError, KeyError) as e:
+            if time.time() >= deadline:
+                raise NoReport('no health report: %s' % e)
+            print('  (health report: %s; trying again)' % e)
+            time.sleep(2)
+
+
+def policy_of(report):
+    policy, = report['policies']
+    return policy
+
+
+def last_seq(admin):
+    return admin.session.get(admin.fakecloud_url(
+        '/timeline?since_seq=%d' % 2 ** 62)).json()['last_seq']
+
+
+def timeline(admin, since_seq, server_id=None):
+    query = 'since_seq=%d' % since_seq
+    if server_id is not None:
+        query += '&server_id=%s' % server_id
+    return admin.session.get(admin.fakecloud_url(
+        '/timeline?' + query)).json()['timeline']
+
+
+def api_faults(admin):
+    """fakecloud's API-wide faults in force (someone else's)."""
+    return admin.session.get(admin.fakecloud_url('/fault')).json()[
+        'api_faults']
+
+
+def wait_no_api_faults(admin, timeout):
+    deadline = time.time() + timeout
+    faults = api_faults(admin)
+    if faults:
+        print('  (waiting: API-wide faults in force on fakecloud: %s)'
+              % ', '.join(sorted(faults)))
+    while faults:
+        if time.time() >= deadline:
+            raise IncidentFailed('API-wide faults in force for %ss: %s'
+                                 % (timeout, ', '.join(sorted(faults))))
+        time.sleep(1)
+        faults = api_faults(admin)
+
+
+def epoch(iso):
+    when = datetime.datetime.fromisoformat(iso)
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return when.timestamp()
+
+
+def wait_ready(demo, stack, count, timeout):
+    """Every target HEALTHY, no attempt counted, past its grace, no brake.
+
+    Returns the targets, ordered by their place in the group.
+    """
+    deadline = time.time() + timeout
+    why = 'no report'
+    while time.time() < deadline:
+        policy = policy_of(read_report(demo, stack))
+        targets = sorted(policy['targets'], key=lambda t: t['path'])
+        graces = [epoch(t['grace_until']) for t in targets
+                  if t['grace_until']]
+        # grace_until is in whole seconds: one more to be past it.
+        grace = max(graces) + 1 if graces else 0
+        if len(targets) != count:
+            why = '%d targets of %d' % (len(targets), count)
+        elif policy['braked']:
+            why = 'braked: %s' % policy['braked']
+        elif any(t['state'] != 'HEALTHY' or t['attempts']
+                 for t in targets):
+            why = ', '.join('%s %s (%s attempts)' % (
+                t['path'], t['state'], t['attempts']) for t in targets)
+        elif time.time() < grace:
+            time.sleep(grace - time.time())
+            continue
+        else:
+            return targets
+        time.sleep(0.5)
+    raise IncidentFailed('not ready within %ss: %s' % (timeout, why))
+
+
+# One incident
+
+def _key(event):
+    return (event['server_id'], event['old_state'], event['new_state'],
+            event['reason'], event['time'])
+
+
+class Seen(object):
+    """An event of the report, its time narrowed by the polls around it."""
+
+    def __init__(self, event, not_before, not_after):
+        self.event = event
+        floor = epoch(event['time'])
+        # Whole seconds unless the database kept a fraction.
+        ceiling = floor + (1.0 if floor == int(floor) else 0.0)
+        self.low = max(floor, min(not_before, ceiling))
+        self.high = min(ceiling, max(not_after, floor))
+
+    def narrow(self, after=None, before=None):
+        """What else is known: it came after, or before, that time."""
+        if after is not None and self.low < after <= self.high:
+            self.low = after
+        if before is not None and self.low <= before < self.high:
+            self.high = before
+
+    @property
+    def at(self):
+        return (self.low + self.high) / 2
+
+    @property
+    def width(self):
+        return self.high - self.low
+
+
+class Incident(object):
+
+    def __init__(self, number, target):
+        self.number = number
+        self.server_id = target['server_id']
+        self.place = target['path']
+        self.events = []       # Seen, in the order they were first seen
+        self.entries = []      # fakecloud's timeline of the server
+        self.disturbed = []    # API-wide faults applied during it
+        self.owners = []       # engines seen watching the policy meanwhile
+        self.error = None
+
+    def first(self, new_state, old_state=None):
+        for seen in self.events:
+            e = seen.event
+            if (e['server_id'] == self.server_id and
+                    e['new_state'] == new_state and
+                    (old_state is None or e['old_state'] == old_state)):
+                return seen
+        return None
+
+    def entry(self, prefix, after=None):
+        for item in self.entries:
+            if (item['event'].startswith(prefix) and
+                    (after is None or item['seq'] > after['seq'])):
+                return item
+        return None
+
+    def figures(self):
+        """{figure: seconds}; raises IncidentFailed if a step is missing."""
+        fault = self.entry('fault:')
+        detected = self.first('UNHEALTHY')
+        decided = self.first('RECOVERING', 'UNHEALTHY')
+        healthy = self.first('HEALTHY', 'VERIFYING')
+        action = self.entry('action:', fault)
+        active = self.entry('active', action) if action else None
+        missing = [name for name, found in [
+            ('fault in the timeline', fault), ('detection', detected),
+            ('decision', decided), ('VERIFYING -> HEALTHY', healthy),
+            ('action in the timeline', action),
+            ('ACTIVE after the action', active)] if found is None]
+        if missing:
+            raise IncidentFailed('missing: %s' % ', '.join(missing))
+        self.action = action['event'][len('action:'):]
+        if action.get('type'):
+            self.action += ' ' + action['type']
+        self.actions = sum(1 for i in self.entries
+                           if i['event'].startswith('action:'))
+        self.holds = [s.event['reason'] for s in self.events
+                      if s.event['server_id'] == self.server_id and
+                      s.event['new_state'] == 'SUPPRESSED']
+        self.attempts = sum(1 for s in self.events
+                            if s.event['server_id'] == self.server_id and
+                            s.event['old_state'] == 'UNHEALTHY' and
+                            s.event['new_state'] == 'RECOVERING')
+        # The order of what happened narrows the report's times: a fault
+        # is detected after it happened, an action decided before it is
+        # issued, and healed after it.
+        detected.narrow(after=fault['time'])
+        decided.narrow(after=detected.low, before=action['time'])
+        healthy.narrow(after=action['time'])
+        self.widths = [s.width for s in (detected, decided, healthy)]
+        return {
+            'fault -> detected': detected.at - fault['time'],
+            'detected -> decided': decided.at - detected.at,
+            'detected -> action issued': action['time'] - detected.at,
+            'fault -> action issued': action['time'] - fault['time'],
+            'fault -> healthy again': healthy.at - fault['time'],
+            '  fakecloud: action -> ACTIVE': active['time'] -
+            action['time'],
+            '  ACTIVE -> healthy again': healthy.at - active['time'],
+            # For the target: from the earliest the detection can be.
+            'bound': action['time'] - detected.low,
+        }
+
+
+def run_incident(demo, admin, stack, path, incident, poll, timeout):
+    seq = last_seq(admin)
+    before = {_key(e) for e in read_report(demo, stack)['events']}
+    previous = time.time()
+    response = admin.inject_fault(incident.server_id, path.fault)
+    if response.status_code != 200:
+        raise IncidentFailed('fault %s answered %d: %s' % (
+            path.fault, response.status_code, response.text[:200]))
+    seen = set()
+    deadline = time.time() + timeout
+    healed = False
+    while time.time() < deadline:
+        started = time.time()
+        report = read_report(demo, stack,
+                             patience=max(deadline - started, 0))
+        answered = time.time()
+        owner = policy_of(report)['engine_id']
+        if owner not in incident.owners:
+            incident.owners.append(owner)
+        for event in reversed(report['events']):
+            key = _key(event)
+            if key in before or key in seen:
+                continue
+            seen.add(key)
+            incident.events.append(Seen(event, previous, answered))
+        previous = started
+        healed = (incident.first('HEALTHY', 'VERIFYING') is not None and
+                  all(t['state'] == 'HEALTHY'
+                      for t in policy_of(report)['targets']))
+        if healed:
+            break
+        time.sleep(max(0.0, poll - (time.time() - started)))
+    incident.entries = timeline(admin, seq, incident.server_id)
+    # Faults of the whole API, made by others meanwhile: they disturb
+    # what is timed (the brake holds recoveries while Nova errs).
+    incident.disturbed = sorted({
+        'API-wide fault %s' % e['event'][len('fault:'):]
+        for e in timeline(admin, seq)
+        if e['server_id'] is None and e['event'].startswith('fault:')})
+    if len(incident.owners) > 1:
+        # Another engine took the policy over meanwhile (an engine
+        # joined, left or restarted): bench/failover.py times that.
+        incident.disturbed.append('owner changed: %s' % ' -> '.join(
+            o or 'none' for o in incident.owners))
+    if not healed:
+        states = ', '.join('%s %s' % (s.event['old_state'],
+                                      s.event['new_state'])
+                           for s in incident.events
+                           if s.event['server_id'] == incident.server_id)
+        raise IncidentFailed('not healed within %ss (events: %s)'
+                             % (timeout, states or 'none'))
+    return incident.figures()
+
+
+# Output
+
+ROWS = ['fault -> detected', 'detected -> decided',
+        'detected -> action issued', 'fault -> action issued',
+        'fault -> healthy again', '  fakecloud: action -> ACTIVE',
+        '  ACTIVE -> healthy again']
+
+
+def line(path, incident, figures):
+    extra = ''
+    if incident.action.split()[0] != path.action:
+        extra += '; NOT the expected %s' % path.action
+    if incident.disturbed:
+        extra += '; DISTURBED: %s' % ', '.join(incident.disturbed)
+    if incident.attempts > 1:
+        extra += '; %d attempts' % incident.attempts
+    if incident.actions > 1:
+        extra += '; %d actions accepted' % incident.actions
+    if incident.holds:
+        extra += '; held: %s' % ' | '.join(incident.holds)
+    return ('  #%-2d %-10s %-12s detected %5.2f s, action %5.2f s after '
+            'it (<= %.2f), healthy %5.2f s after the fault%s'
+            % (incident.number, incident.place, incident.action,
+               figures['fault -> detected'],
+               figures['detected -> action issued'], figures['bound'],
+               figures['fault -> healthy again'], extra))
+
+
+def summary(path, incidents, done, servers, poll):
+    print()
+    print('%s: %d incidents on %d servers, %d healed'
+          % (path.title, len(incidents), servers, len(done)))
+    braked = {i.number: sum(1 for seen in i.events
+                            if seen.event['new_state'] == 'BRAKED')
+              for i in incidents}
+    if any(braked.values()):
+        print('  BRAKED events recorded: %s' % ', '.join(
+            '%d in #%d' % (n, number) for number, n in sorted(
+                braked.items()) if n))
+    disturbed = [i for i in incidents if i.disturbed]
+    if disturbed:
+        print('  left out of the figures: %d incidents disturbed by others '
+              '(%s)' % (len(disturbed), '; '.join(
+                  '#%d %s' % (i.number, ', '.join(i.disturbed))
+                  for i in disturbed)))
+        incidents = [i for i in incidents if not i.disturbed]
+        done = [(i, f) for i, f in done if not i.disturbed]
+    if not done:
+        return
+    print('  %-34s %8s %8s' % ('seconds', 'p50', 'max'))
+    for row in ROWS:
+        values = [figures[row] for _i, figures in done]
+        print('  %-34s %8.2f %8.2f' % (row, statistics.median(values),
+                                       max(values)))
+    widths = [w for incident, _f in done for w in incident.widths]
+    print('  (report events in whole seconds, placed by polling it every '
+          '%.2f s: uncertainty p50 %.2f s, max %.2f s)'
+          % (poll, statistics.median(widths), max(widths)))
+    actions = sorted({incident.action for incident, _f in done})
+    holds = sum(1 for incident, _f in done if incident.holds)
+    several = sum(1 for incident, _f in done if incident.attempts > 1 or
+                  incident.actions > 1)
+    print('  actions: %s; incidents held before acting: %d; with more '
+          'than one attempt or action: %d'
+          % (', '.join(actions), holds, several))
+    estimates = [figures['detected -> action issued']
+                 for _i, figures in done]
+    bounds = [figures['bound'] for _i, figures in done]
+    likely = sum(1 for e in estimates if e <= TARGET_SECONDS)
+    certain = sum(1 for b in bounds if b <= TARGET_SECONDS)
+    if certain == len(incidents):
+        verdict = 'MET'
+    elif likely == len(incidents):
+        verdict = 'MET by the estimate, not beyond its uncertainty'
+    else:
+        verdict = 'NOT MET'
+    print('  action issued within %.0f s of detection: %d of %d incidents '
+          'by the estimate, %d for certain (from the earliest possible '
+          'detection: worst %.2f s): target %s'
+          % (TARGET_SECONDS, likely, len(incidents), certain, max(bounds),
+             verdict))
+
+
+# The run
+
+def run_path(demo, admin, made, path, args, incidents, done):
+    begin = time.time()
+    stack = create_stack(demo, made, path, args.servers)
+    targets = wait_ready(demo, stack, args.servers, args.timeout)
+    policy = policy_of(read_report(demo, stack))
+    interval = policy['interval']
+    path.title += ', interval %d s' % interval
+    spread = interval if args.spread is None else args.spread
+    owners = [policy['engine_id']]
+    print('%s: stack %s, %d servers ready in %.0f s, policy watched by '
+          'engine %s' % (path.name, stack['stack_name'], len(targets),
+                         time.time() - begin, owners[0]))
+    rnd = random.Random(args.seed)
+    for number in range(1, args.incidents + 1):
+        try:
+            targets = wait_ready(demo, stack, args.servers, args.timeout)
+        except IncidentFailed as e:
+            print('  stopping %s: %s' % (path.name, e))
+            break
+        try:
+            wait_no_api_faults(admin, args.timeout)
+        except IncidentFailed as e:
+            print('  stopping %s: %s' % (path.name, e))
+            break
+        incident = Incident(number, targets[(number - 1) % len(targets)])
+        owner = policy_of(read_report(demo, stack))['engine_id']
+        if owner != owners[-1]:
+            owners.append(owner)
+            print('  the policy is now watched by engine %s' % owner)
+        time.sleep(rnd.uniform(0, spread))
+        try:
+            figures = run_incident(demo, admin, stack, path, incident,
+                                   args.poll, args.timeout)
+        except (IncidentFailed, ks_exceptions.ClientException) as e:
+            incident.error = str(e)
+            if isinstance(e, NoReport):
+                incident.disturbed.append('no health report')
+            incidents.append(incident)
+            print('  #%-2d %-10s FAILED: %s' % (number, incident.place, e))
+            continue
+        incidents.append(incident)
+        done.append((incident, figures))
+        print(line(path, incident, figures))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--incidents', type=int, default=20,
+                        help='incidents per path')
+    parser.add_argument('--servers', type=int, default=4,
+                        help='servers in each stack\'s group')
+    parser.add_argument('--paths', default='power-off,hang',
+                        help='comma-separated, of: %s' % ', '.join(PATHS))
+    parser.add_argument('--poll', type=float, default=0.1,
+                        help='seconds between reads of the health report')
+    parser.add_argument('--spread', type=float, default=None,
+                        help='most seconds of the random pause before a '
+                             'fault (default: the policy\'s interval)')
+    parser.add_argument('--seed', type=int, default=None,
+                        help='seed of the random pauses')
+    parser.add_argument('--timeout', type=int, default=120,
+                        help='seconds an incident has to heal (and the '
+                             'servers to be ready)')
+    args = parser.parse_args()
+    names = [name.strip() for name in args.paths.split(',')]
+    unknown = [name for name in names if name not in PATHS]
+    if unknown:
+        parser.error('--paths: unknown %s' % ', '.join(unknown))
+    paths = [PATHS[name] for name in names]
+    if args.servers < 2:
+        parser.error('--servers: at least 2')
+
+    demo = localcloud.Cloud('demo')
+    admin = localcloud.Cloud('admin')
+    made = []
+    results = []
+
+    def interrupted(signum, frame):
+        raise Interrupted()
+    signal.signal(signal.SIGTERM, interrupted)
+    # Ctrl-C cleans up also when started where SIGINT was ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        for path in paths:
+            incidents, done = [], []
+            results.append((path, incidents, done))
+            try:
+                run_path(demo, admin, made, path, args, incidents, done)
+            except (IncidentFailed, localcloud.CommandFailed, RuntimeError,
+                    ks_exceptions.ClientException) as e:
+                print('%s: stopped: %s' % (path.name, e))
+    except (KeyboardInterrupt, Interrupted):
+        print('interrupted: cleaning up')
+    finally:
+        # Not interrupted again while removing what was made.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        delete_stacks(demo, made)
+    for path, incidents, done in results:
+        summary(path, incidents, done, args.servers, args.poll)
+
+
+if __name__ == '__main__':
+    main()
