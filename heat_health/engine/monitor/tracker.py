@@ -113,11 +113,7 @@ class WatchedTarget(object):
         self.reason = row.state_reason
         self.since = _naive(row.state_since)
         self.grace_until = _naive(row.grace_until)
-        self.recovery = getattr(row, 'recovery', None)
-        self.attempts = getattr(row, 'attempts', 0) or 0
-        self.first_attempt_at = _naive(getattr(row, 'first_attempt_at',
-                                               None))
-        self.next_attempt_at = _naive(getattr(row, 'next_attempt_at', None))
+        self._take_recovery(row)
         # Healthy verdicts in a row, and the time before which verdicts
         # are ignored: a recovery judges only what is seen after its
         # action.
@@ -138,6 +134,14 @@ class WatchedTarget(object):
                     (self.verdicts_after is None or
                      self.stored.observed_at >= self.verdicts_after)):
                 self.verdicts[row.observation_source] = self.stored
+
+    def _take_recovery(self, row):
+        """The stored recovery, attempts and back-off of the place."""
+        self.recovery = getattr(row, 'recovery', None)
+        self.attempts = getattr(row, 'attempts', 0) or 0
+        self.first_attempt_at = _naive(getattr(row, 'first_attempt_at',
+                                               None))
+        self.next_attempt_at = _naive(getattr(row, 'next_attempt_at', None))
 
     @property
     def place(self):
@@ -171,12 +175,7 @@ class WatchedTarget(object):
             self.state = row.state
             self.reason = row.state_reason
             self.since = since
-            self.recovery = getattr(row, 'recovery', None)
-            self.attempts = getattr(row, 'attempts', 0) or 0
-            self.first_attempt_at = _naive(getattr(row, 'first_attempt_at',
-                                                   None))
-            self.next_attempt_at = _naive(getattr(row, 'next_attempt_at',
-                                                  None))
+            self._take_recovery(row)
             self.verdicts = {}
             self.streak = 0
         self.policy = policy

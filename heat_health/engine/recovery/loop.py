@@ -309,9 +309,8 @@ class RecoveryLoop(object):
         action = ladder[index]
         if found is not None and found.task_state:
             # Stuck in a task: the state Nova settles in says what works.
-            settled, action = settled_state.stuck_action(
-                found.task_state, found.vm_state, found.power_state)
-            action = tuple(action)
+            action = tuple(settled_state.stuck_action(
+                found.task_state, found.vm_state, found.power_state)[1])
         now = self._clock()
         # The action's deadline: node_update_timeout, never so short that
         # a booting server is taken for a failed action.
@@ -507,7 +506,7 @@ class RecoveryLoop(object):
             if not self._store_stage(target, recovery,
                                      'fencing: stopping server %s' % old):
                 return False
-        started = planner._time(recovery.get('fence_started_at')) or now
+        started = planner.parse_time(recovery.get('fence_started_at')) or now
         deadline = started + datetime.timedelta(
             seconds=spec.node_delete_timeout)
         while True:

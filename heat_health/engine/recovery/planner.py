@@ -40,7 +40,8 @@ Plan = collections.namedtuple('Plan', ['brake', 'steps'])
 BLIND = 'observers cannot see'
 
 
-def _time(value):
+def parse_time(value):
+    """A stored time: a datetime, or ISO 8601 text (naive UTC)."""
     if value is None or isinstance(value, datetime.datetime):
         return value
     return datetime.datetime.fromisoformat(value).replace(tzinfo=None)
@@ -59,7 +60,7 @@ def backoff(attempt, spec, noise=0.0):
 
 def attempts_in_window(target, spec, now):
     """Attempts counted now: none once the window since the first passed."""
-    first = _time(target.first_attempt_at)
+    first = parse_time(target.first_attempt_at)
     if not target.attempts or first is None:
         return 0
     if now - first > datetime.timedelta(seconds=spec.attempt_window):
@@ -91,14 +92,14 @@ def _hold_reason(target, policy, now):
         return frozen
     if target.place in policy.busy:
         return 'a stack action is working on %s' % target.path
-    grace = _time(target.grace_until)
+    grace = parse_time(target.grace_until)
     if grace is not None and now < grace:
         return 'within the grace after a create or update'
     return None
 
 
 def _deadline_passed(target, now):
-    deadline = _time((target.recovery or {}).get('deadline'))
+    deadline = parse_time((target.recovery or {}).get('deadline'))
     return deadline is not None and now >= deadline
 
 
@@ -126,7 +127,7 @@ def plan(policy, targets, now, running=0, engine_room=None, blind=None):
     room = max(spec.max_concurrent - max(active, running), 0)
     if engine_room is not None:
         room = min(room, engine_room)
-    for target in sorted(targets, key=lambda t: (_time(t.since) or now)):
+    for target in sorted(targets, key=lambda t: (parse_time(t.since) or now)):
         state = target.state
         if state == states.RECOVERING:
             # Stored intent: carried through even under the brake (it was
@@ -134,23 +135,18 @@ def plan(policy, targets, now, running=0, engine_room=None, blind=None):
             # was done).
             steps.append(Advance(target))
         elif state == states.VERIFYING:
+            recovery = target.recovery or {}
             if _deadline_passed(target, now):
-                step = (target.recovery or {}).get('step', 0)
+                action = ' '.join([recovery.get('action', 'the action')] +
+                                  list((recovery.get('params') or {})
+                                       .values()))
                 steps.append(Escalate(
-                    target, step + 1,
+                    target, recovery.get('step', 0) + 1,
                     'not healthy %ss after %s' % (
-                        (target.recovery or {}).get('verify_seconds', '?'),
-                        ' '.join([(target.recovery or {}).get(
-                            'action', 'the action')] + list(
-                            ((target.recovery or {}).get('params') or {})
-                            .values())))))
-            elif (target.recovery or {}).get('action') == 'RECREATE' and \
-                    (target.recovery or {}).get('stage') != 'replaced':
-                # The replacement is confirmed by the loop.
-                steps.append(Advance(target))
+                        recovery.get('verify_seconds', '?'), action)))
         elif state == states.HEALTHY:
             if target.attempts and (
-                    now - (_time(target.since) or now) >=
+                    now - (parse_time(target.since) or now) >=
                     datetime.timedelta(seconds=spec.healthy_reset)):
                 steps.append(ResetAttempts(target))
         elif state == states.UNHEALTHY:
@@ -166,7 +162,7 @@ def plan(policy, targets, now, running=0, engine_room=None, blind=None):
                                     'within %ss' % (done,
                                                     spec.attempt_window)))
                 continue
-            not_before = _time(target.next_attempt_at)
+            not_before = parse_time(target.next_attempt_at)
             if done and not_before is not None and now < not_before:
                 steps.append(Hold(target, 'backing off until %s' %
                                   not_before.isoformat(
