@@ -1,8 +1,11 @@
+import datetime
+
 from novaclient import client as nova_client
 from novaclient import exceptions as nova_exc
 import pytest
 
 from tests.functional import cloud
+from tests.functional import service_logs
 
 NOVA_API_VERSION = '2.1'
 
@@ -12,6 +15,18 @@ def _user(name):
         pytest.fail('the local deployment is not up: run tools/localcloud '
                     'up (no %s-openrc in %s)' % (name, cloud.STATE_DIR))
     return cloud.Cloud(name)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Attach the deployment's errors to a failed test's report."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and call.when != 'teardown':
+        started = datetime.datetime.fromtimestamp(call.start)
+        errors = service_logs.errors_since(started)
+        if errors:
+            report.sections.append(('deployment errors', errors))
 
 
 @pytest.fixture(scope='session')
