@@ -1,0 +1,137 @@
+"""An Octavia pool's members, set in one full-state batch update.
+
+Used by ``OS::Heat::LoadBalancer`` in heat-engine and by heat-health-engine
+when a group changes or a member is drained for recovery. Octavia's batch
+``PUT /v2/lbaas/pools/{id}/members`` replaces the whole member list: a
+listed member is created or updated, an unlisted one is deleted, and a field
+left out is reset to its default (weight 1, admin up, not backup). So every
+request names every member with all three fields, keeping what the pool
+already has for members that stay.
+
+The client is python-octaviaclient's ``OctaviaAPI`` (Heat's ``octavia``
+client plugin returns one); it has no batch method, so the request goes
+through its session and error translation, which Heat's ``is_conflict`` and
+``is_not_found`` understand.
+"""
+
+import ipaddress
+
+from octaviaclient.api import constants as octavia_const
+from octaviaclient.api.v2 import octavia as octavia_api
+
+# Provisioning states in which Octavia refuses changes (409 "immutable").
+PENDING = frozenset(['PENDING_CREATE', 'PENDING_UPDATE', 'PENDING_DELETE'])
+KEPT_FIELDS = (('weight', 1), ('admin_state_up', True), ('backup', False))
+
+
+class Busy(Exception):
+    """The load balancer is being changed: ask again later."""
+
+
+class MembersFailed(Exception):
+    """Octavia's worker put members of the last update in ERROR."""
+
+
+def address_on(subnet_cidr, fixed_ips):
+    """The first of a server's fixed IPs inside the pool's subnet.
+
+    :param subnet_cidr: the subnet's CIDR: its IP version is the one a
+        dual-stack server's address must have.
+    :param fixed_ips: the server's addresses, in the order of its ports.
+    """
+    network = ipaddress.ip_network(subnet_cidr, strict=False)
+    for address in fixed_ips:
+        try:
+            if ipaddress.ip_address(address) in network:
+                return address
+        except ValueError:
+            continue
+    return None
+
+
+def full_state(current, wanted, protocol_port, subnet_id=None,
+               weights=None):
+    """The member list to send: ``wanted`` addresses, nothing else.
+
+    :param current: the pool's members as Octavia lists them; a member that
+        stays keeps its weight, admin state and backup flag.
+    :param wanted: {address: name} of the members the pool must hold.
+    :param weights: {address: weight} overriding the kept weight (a drain
+        sends 0, a restore the weight it had).
+    :returns: members sorted by address, each address once.
+    """
+    weights = weights or {}
+    existing = {(m['address'], m['protocol_port']): m for m in current}
+    members = []
+    for address in sorted(set(wanted)):
+        old = existing.get((address, protocol_port), {})
+        member = {'address': address, 'protocol_port': protocol_port}
+        for field, default in KEPT_FIELDS:
+            value = old.get(field)
+            member[field] = default if value is None else value
+        if address in weights:
+            member['weight'] = weights[address]
+        if wanted[address]:
+            member['name'] = wanted[address]
+        if subnet_id:
+            member['subnet_id'] = subnet_id
+        members.append(member)
+    return members
+
+
+def same_members(current, members):
+    """Whether the pool already holds exactly ``members``."""
+    def key(member):
+        return (member['address'], member['protocol_port']) + tuple(
+            member.get(field, default) for field, default in KEPT_FIELDS)
+    return sorted(map(key, current)) == sorted(map(key, members))
+
+
+class PoolMembers(object):
+    """Batch member updates of one pool, through an ``OctaviaAPI``."""
+
+    def __init__(self, client, pool_id):
+        self.client = client
+        self.pool_id = pool_id
+
+    def list(self):
+        return self.client.member_list(self.pool_id).get('members', [])
+
+    def replace(self, members):
+        """Send the full member list; raise Busy while Octavia is busy.
+
+        An empty list is never sent (Octavia's worker mishandled it in
+        past releases): the caller deletes the last members one by one.
+        """
+        if not members:
+            raise ValueError('an empty member list is not sent in a batch')
+        url = octavia_const.BASE_MEMBER_URL.format(pool_id=self.pool_id)
+        put = octavia_api.correct_return_codes(self.client._create)
+        try:
+            put(url, method='PUT', json={'members': members})
+        except octavia_api.OctaviaClientException as ex:
+            if ex.code == 409 and 'immutable' in str(ex.message):
+                raise Busy(str(ex.message))
+            raise
+
+    def ready(self, loadbalancer_id):
+        """True once the load balancer took the last change.
+
+        The batch flow marks members ACTIVE before the load balancer, so
+        the load balancer's provisioning status is the one to read; then
+        the members, since a failed flow leaves them in ERROR while the
+        load balancer returns to ACTIVE.
+        """
+        lb = self.client.load_balancer_show(loadbalancer_id)
+        status = lb.get('provisioning_status')
+        if status in PENDING:
+            return False
+        failed = [m['address'] for m in self.list()
+                  if m.get('provisioning_status') == 'ERROR']
+        if failed:
+            raise MembersFailed('members in ERROR after the update: %s' %
+                                ', '.join(sorted(failed)))
+        if status != 'ACTIVE':
+            raise MembersFailed('load balancer %s is %s' % (loadbalancer_id,
+                                                            status))
+        return True
