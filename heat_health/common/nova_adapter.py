@@ -45,7 +45,8 @@ Page = collections.namedtuple('Page', ['servers', 'next_marker'])
 (None after the last one)."""
 
 
-def _session(conf):
+def admin_session(conf):
+    """The keystoneauth session of heat-health-engine's admin listings."""
     section = conf.heat_health.nova_auth_section
     ks_loading.register_auth_conf_options(conf, section)
     ks_loading.register_session_conf_options(conf, section)
@@ -102,7 +103,7 @@ class NovaAdapter(object):
         if self._client is None:
             options = self._conf.heat_health
             self._client = nova_client.Client(
-                NOVA_API_VERSION, session=_session(self._conf),
+                NOVA_API_VERSION, session=admin_session(self._conf),
                 region_name=self._conf.region_name_for_services,
                 endpoint_type=options.nova_endpoint_type,
                 timeout=options.nova_request_timeout)

@@ -1,0 +1,137 @@
+"""LB_STATUS_POLLING: what an Octavia pool's health checks say of members.
+
+One member list per pool per interval serves every policy that reads the
+pool. A member whose health checks fail (``operating_status`` ERROR) while
+its admin state is up makes its server UNHEALTHY; ONLINE makes it HEALTHY.
+OFFLINE (disabled, or not in the amphora's report yet), NO_MONITOR,
+DRAINING and the members of a disabled pool say nothing of the server.
+
+Every member of a pool in ERROR at once says more about the load balancer
+(its network, its amphora) than about the servers: the verdicts are
+UNKNOWN and the policies reading the pool are told their observer cannot
+see, so they brake instead of recreating a fleet. So do Octavia's errors.
+"""
+
+import collections
+import time
+
+from oslo_log import log as logging
+from oslo_utils import timeutils
+
+from heat_health.common import octavia_adapter
+from heat_health.engine.monitor import observation as obs
+
+LOG = logging.getLogger(__name__)
+
+SOURCE = obs.LB_STATUS_POLLING
+
+# A pool read blind stays so this long after its last blind reading.
+BLIND_SECONDS = 30
+
+Pool = collections.namedtuple('Pool', ['pool_id', 'enabled', 'servers',
+                                       'policy_ids'])
+"""A pool to read: its id, whether its admin state is up, {(address,
+protocol_port): server id} of the watched members, the policies reading
+it."""
+
+
+def verdicts(pool_id, members, servers, now):
+    """(observations, blind reason or None) for one pool's member list."""
+    found = []
+    for member in members:
+        server_id = servers.get((member.get('address'),
+                                 member.get('protocol_port')))
+        if server_id is None or not member.get('admin_state_up', True):
+            continue
+        found.append((server_id, member))
+    errors = [m for _, m in found if m.get('operating_status') == 'ERROR']
+    if len(found) >= 2 and len(errors) == len(found):
+        reason = ('every member of pool %s is ERROR at once: the load '
+                  'balancer cannot reach them' % pool_id)
+        return [obs.Observation(server_id, obs.UNKNOWN, reason, SOURCE, now)
+                for server_id, _ in found], reason
+    observations = []
+    for server_id, member in found:
+        status = member.get('operating_status')
+        if status == 'ERROR':
+            observations.append(obs.Observation(
+                server_id, obs.UNHEALTHY,
+                'Octavia member %s of pool %s is ERROR: its health checks '
+                'fail' % (member.get('id'), pool_id), SOURCE, now))
+        elif status == 'ONLINE':
+            observations.append(obs.Observation(
+                server_id, obs.HEALTHY, 'Octavia member %s ONLINE' %
+                member.get('id'), SOURCE, now))
+    return observations, None
+
+
+class MemberStatusPoller(object):
+    """Reads the pools of the policies due and reports on their servers.
+
+    :param list_members: pool id -> the pool's members as Octavia lists
+        them; raises octavia_adapter.OctaviaUnavailable.
+    :param observe_all: takes a list of Observations.
+    """
+
+    def __init__(self, list_members, observe_all, clock=time.monotonic,
+                 utcnow=None):
+        self._list = list_members
+        self._observe_all = observe_all
+        self._clock = clock
+        self._utcnow = utcnow or timeutils.utcnow
+        self._blind = {}  # policy id -> (reason, until, pool id)
+
+    def poll(self, pools):
+        """Read each pool once; hand every verdict over at once."""
+        observations = []
+        for pool in pools:
+            now = self._utcnow()
+            if not pool.enabled:
+                continue
+            try:
+                members = self._list(pool.pool_id)
+            except octavia_adapter.OctaviaUnavailable as ex:
+                reason = 'Octavia error: %s' % ex
+                LOG.warning('Members of pool %(pool)s not read: %(ex)s',
+                            {'pool': pool.pool_id, 'ex': ex})
+                self._see_blind(pool, reason)
+                observations.extend(
+                    obs.Observation(s, obs.UNKNOWN, reason, SOURCE, now)
+                    for s in set(pool.servers.values()))
+                continue
+            found, reason = verdicts(pool.pool_id, members, pool.servers,
+                                     now)
+            if reason:
+                self._see_blind(pool, reason)
+            else:
+                self._see_clear(pool)
+            observations.extend(found)
+        if observations:
+            self._observe_all(observations)
+
+    def _see_blind(self, pool, reason):
+        until = self._clock() + BLIND_SECONDS
+        for policy_id in pool.policy_ids:
+            self._blind[policy_id] = (reason, until, pool.pool_id)
+
+    def _see_clear(self, pool):
+        """A good reading of the pool that made its policies blind."""
+        for policy_id in pool.policy_ids:
+            found = self._blind.get(policy_id)
+            if found is not None and found[2] == pool.pool_id:
+                del self._blind[policy_id]
+
+    def blind(self, policy_id):
+        """Why this policy's load balancer cannot be trusted now, or None."""
+        found = self._blind.get(policy_id)
+        if found is None:
+            return None
+        reason, until, _pool = found
+        if self._clock() >= until:
+            del self._blind[policy_id]
+            return None
+        return reason
+
+    def forget(self, policy_ids):
+        for policy_id in policy_ids:
+            self._blind.pop(policy_id, None)
