@@ -19,6 +19,12 @@ import ipaddress
 from octaviaclient.api import constants as octavia_const
 from octaviaclient.api.v2 import octavia as octavia_api
 
+# The resource data of an OS::Heat::LoadBalancer that heat-health-engine
+# reads (LB_STATUS_POLLING): its pool, the members' port, and
+# {server id: {"member_id", "address"}} as JSON.
+DATA_POOL, DATA_PORT, DATA_MEMBERS = ('lb_pool_id', 'lb_protocol_port',
+                                      'lb_members')
+
 # Provisioning states in which Octavia refuses changes (409 "immutable").
 PENDING = frozenset(['PENDING_CREATE', 'PENDING_UPDATE', 'PENDING_DELETE'])
 KEPT_FIELDS = (('weight', 1), ('admin_state_up', True), ('backup', False))

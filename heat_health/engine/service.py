@@ -57,7 +57,7 @@ class HealthEngineService(service.Service):
         self._recovery = recovery_loop.RecoveryLoop(
             self.engine_id, self._monitor.tracker,
             heat_replace.HeatReplacer(self.engine_id),
-            blind=lambda: self._monitor.poller.failure)
+            blind=self._monitor.blind)
         self._monitor.tracker.on_failure = self._recovery.wake
         health_endpoint = endpoint.HealthEndpoint(
             self.engine_id, self.registry, router=self._monitor.router)

@@ -31,6 +31,7 @@ from heat_health.rpc import client as rpc_client
 LOG = logging.getLogger(__name__)
 
 POLL_URL_VARIABLES = ('ip', 'name', 'id')
+LOAD_BALANCER_TYPE = 'OS::Heat::LoadBalancer'
 
 
 class HealthPolicy(resource.Resource):
@@ -67,11 +68,11 @@ class HealthPolicy(resource.Resource):
     _POLL_URL_OPTIONS = (
         POLL_URL, POLL_URL_SSL_VERIFY, POLL_URL_CONN_ERROR_AS_UNHEALTHY,
         POLL_URL_HEALTHY_RESPONSE, POLL_URL_RETRY_LIMIT,
-        POLL_URL_RETRY_INTERVAL, POLL_URL_TIMEOUT,
+        POLL_URL_RETRY_INTERVAL, POLL_URL_TIMEOUT, LOADBALANCER,
     ) = (
         'poll_url', 'poll_url_ssl_verify', 'poll_url_conn_error_as_unhealthy',
         'poll_url_healthy_response', 'poll_url_retry_limit',
-        'poll_url_retry_interval', 'poll_url_timeout',
+        'poll_url_retry_interval', 'poll_url_timeout', 'loadbalancer',
     )
 
     DETECTION_TYPES = (
@@ -147,6 +148,11 @@ class HealthPolicy(resource.Resource):
             _('Seconds one poll may take.'),
             default=5,
             constraints=[constraints.Range(1, 60)],
+        ),
+        LOADBALANCER: properties.Schema(
+            properties.Schema.STRING,
+            _('For LB_STATUS_POLLING: the OS::Heat::LoadBalancer of this '
+              'stack whose pool is read; without it, every one of them.'),
         ),
     }
 
@@ -395,6 +401,19 @@ class HealthPolicy(resource.Resource):
                                 'OS::Heat::InstanceGroup resources') %
                               {'name': name, 'type': target.type()}, *path)
 
+    def _validate_lb_polling(self, options, path):
+        balancers = [r.name for r in self.stack.values()
+                     if r.type() == LOAD_BALANCER_TYPE]
+        named = options.get(self.LOADBALANCER)
+        if named is not None and named not in balancers:
+            self._invalid(_('loadbalancer "%s" is not an %s of this '
+                            'stack') % (named, LOAD_BALANCER_TYPE),
+                          *(path + (self.MODE_OPTIONS, self.LOADBALANCER)))
+        if not balancers:
+            self._invalid(_('LB_STATUS_POLLING reads the pool of an %s of '
+                            'this stack, and this stack has none') %
+                          LOAD_BALANCER_TYPE, *(path + (self.MODE_TYPE,)))
+
     def _validate_poll_url(self, options, path):
         url = options.get(self.POLL_URL)
         if not url:
@@ -443,11 +462,13 @@ class HealthPolicy(resource.Resource):
                 self._invalid(_('detection mode %s is listed twice') %
                               mode_type, *path)
             seen.add(mode_type)
-            if mode_type == self.LB_STATUS_POLLING:
-                self._invalid(_('LB_STATUS_POLLING is not available yet: it '
-                                'comes with OS::Heat::LoadBalancer'),
-                              *(path + (self.MODE_TYPE,)))
             options = mode.get(self.MODE_OPTIONS) or {}
+            if mode_type == self.LB_STATUS_POLLING:
+                self._validate_lb_polling(options, path)
+            elif options.get(self.LOADBALANCER) is not None:
+                self._invalid(_('the loadbalancer option applies only to '
+                                'detection mode LB_STATUS_POLLING, not %s') %
+                              mode_type, *path)
             if mode_type == self.NODE_STATUS_POLL_URL:
                 self._validate_poll_url(options, path + (self.MODE_OPTIONS,))
             elif (options.get(self.POLL_URL) is not None or

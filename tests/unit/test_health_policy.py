@@ -133,12 +133,28 @@ class HealthPolicyTestCase(base.HeatHealthTestCase):
             poll_url_healthy_response=r'(?i)^status: (ok|up)\b'))
         self.assertIsNone(stack['policy'].validate())
 
-    def test_lb_status_polling_not_available_yet(self):
+    def test_lb_status_polling_needs_a_load_balancer(self):
         msg = self._invalid(detection={'detection_modes': [
             {'type': 'NODE_STATUS_POLLING'}, {'type': 'LB_STATUS_POLLING'}]})
-        self.assertIn('LB_STATUS_POLLING is not available yet: it comes '
-                      'with OS::Heat::LoadBalancer', msg)
+        self.assertIn('LB_STATUS_POLLING reads the pool of an '
+                      'OS::Heat::LoadBalancer of this stack, and this stack '
+                      'has none', msg)
         self.assertIn('detection_modes[1].type', msg)
+
+    def test_lb_status_polling_names_a_load_balancer(self):
+        msg = self._invalid(detection={'detection_modes': [
+            {'type': 'LB_STATUS_POLLING',
+             'options': {'loadbalancer': 'web'}}]})
+        self.assertIn('loadbalancer "web" is not an OS::Heat::LoadBalancer '
+                      'of this stack', msg)
+        self.assertIn('detection_modes[0].options.loadbalancer', msg)
+
+    def test_loadbalancer_option_on_other_mode(self):
+        msg = self._invalid(detection={'detection_modes': [
+            {'type': 'NODE_STATUS_POLLING',
+             'options': {'loadbalancer': 'lb'}}]})
+        self.assertIn('the loadbalancer option applies only to detection '
+                      'mode LB_STATUS_POLLING', msg)
 
     def test_poll_url_option_on_other_mode(self):
         msg = self._invalid(detection={'detection_modes': [

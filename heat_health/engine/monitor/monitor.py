@@ -18,7 +18,12 @@ import time
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from heat.common import context as heat_context
+
 from heat_health.common import nova_adapter
+from heat_health.common import octavia_adapter
+from heat_health.engine import lb_pools
+from heat_health.engine.monitor import lb_status
 from heat_health.engine.monitor import lifecycle_events
 from heat_health.engine.monitor import listener_workers
 from heat_health.engine.monitor import nova_status
@@ -34,6 +39,9 @@ LOG = logging.getLogger(__name__)
 # Seconds between two resolutions of a policy's targets in Heat's database
 # (at most: a policy checked more often is resolved at its interval).
 REFRESH_SECONDS = 5.0
+
+# Seconds a pool's admin state is taken as last read.
+POOL_STATE_SECONDS = 60.0
 
 # Most observations of the poller the tracker decides and stores at once;
 # the tick sends a heartbeat between two such batches.
@@ -64,7 +72,7 @@ class Monitor(object):
     def __init__(self, engine_id, host, registry=None, adapter=None,
                  listener_factory=_lifecycle_listener,
                  url_checker_factory=_url_checker, forwarder=None,
-                 conf=cfg.CONF, clock=time.monotonic):
+                 octavia=None, conf=cfg.CONF, clock=time.monotonic):
         if registry is None:
             from heat_health.engine import registry as registry_mod
             registry = registry_mod.Registry(engine_id)
@@ -82,6 +90,10 @@ class Monitor(object):
             stuck_after=self.tracker.stuck_after)
         self.tracker.on_recovery = lambda server_id: self.poller.recheck(
             [server_id])
+        self._octavia = octavia or octavia_adapter.OctaviaAdapter(conf)
+        self.lb_poller = lb_status.MemberStatusPoller(
+            self._octavia.members, self.tracker.observe_all, clock=clock)
+        self._pool_states = {}   # pool id -> (admin state up, until)
         self._listener_factory = listener_factory
         self._listener = None
         self._url_checker = (url_checker_factory(self.tracker)
@@ -93,6 +105,7 @@ class Monitor(object):
         self._next_refresh = {}  # policy id -> clock time
         self._next_poll = {}     # policy id -> clock time
         self._next_url_check = {}  # policy id -> clock time
+        self._next_lb_poll = {}  # policy id -> clock time
         self._next_probe = 0     # clock time of the next liveness probe
         self._fresh = {}         # policy id -> Resolution, this tick's
         self._learnt = {}        # target id -> (server name, addresses)
@@ -144,8 +157,10 @@ class Monitor(object):
         policies = {p.id: p for p in self.registry.claim()}
         for gone in set(self._policies) - set(policies):
             for cache in (self._targets, self._next_refresh,
-                          self._next_poll, self._next_url_check):
+                          self._next_poll, self._next_url_check,
+                          self._next_lb_poll):
                 cache.pop(gone, None)
+        self.lb_poller.forget(set(self._policies) - set(policies))
         self._policies = policies
         due = [p for p in policies.values()
                if self._next_refresh.get(p.id, 0) <= now]
@@ -167,6 +182,7 @@ class Monitor(object):
         self._poll_if_due(now)
         self._observe_polled()
         self._check_urls_if_due(now)
+        self._read_pools_if_due(now)
         self.tracker.settle()
         self.tracker.flush()
 
@@ -236,6 +252,44 @@ class Monitor(object):
         self.poller.poll()
         for policy in due:
             self._next_poll[policy.id] = now + policy.parsed.interval
+
+    def blind(self, policy_id):
+        """Why the policy's observers cannot be trusted now, or None."""
+        return self.poller.failure or self.lb_poller.blind(policy_id)
+
+    def _read_pools_if_due(self, now):
+        """LB_STATUS_POLLING: read each pool of the policies due once."""
+        due = [p for p in self._policies.values()
+               if p.parsed.options(obs.LB_STATUS_POLLING) is not None and
+               self._next_lb_poll.get(p.id, 0) <= now]
+        if not due:
+            return
+        for policy in due:
+            self._next_lb_poll[policy.id] = now + policy.parsed.interval
+        watched = {p.id: {t.server_id for t in self._targets.get(p.id, ())}
+                   for p in due}
+        try:
+            pools = lb_pools.pools(heat_context.get_admin_context(), due,
+                                   watched, self._pool_enabled)
+        except Exception:
+            LOG.exception('Could not read the load balancers of %d '
+                          'policies', len(due))
+            return
+        self.lb_poller.poll(pools)
+
+    def _pool_enabled(self, pool_id):
+        """The pool's admin state, read again every minute."""
+        now = self._clock()
+        known = self._pool_states.get(pool_id)
+        if known is None or known[1] <= now:
+            try:
+                enabled = self._octavia.pool_enabled(pool_id)
+            except octavia_adapter.OctaviaUnavailable:
+                # The member listing will say Octavia cannot be read.
+                return True
+            known = self._pool_states[pool_id] = (
+                enabled, now + POOL_STATE_SECONDS)
+        return known[0]
 
     def _check_urls_if_due(self, now):
         """Start the poll URL checks of every policy due (non-blocking)."""

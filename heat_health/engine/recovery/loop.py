@@ -77,13 +77,14 @@ class RecoveryLoop(object):
 
     :param tracker: the monitor's Tracker (targets, store_step).
     :param replacer: a heat_replace.HeatReplacer.
-    :param blind: returns why the observers cannot be trusted (the
-        status poller's failure), or None.
+    :param blind: policy id -> why its observers cannot be trusted now
+        (the status poller's failure, its load balancer's), or None.
     :param actions: stack id -> NovaActions; by default through the
         replacer's stored-context nova client.
     """
 
-    def __init__(self, engine_id, tracker, replacer, blind=lambda: None,
+    def __init__(self, engine_id, tracker, replacer,
+                 blind=lambda policy_id: None,
                  actions=None, conf=cfg.CONF, clock=timeutils.utcnow,
                  rnd=None):
         self.engine_id = engine_id
@@ -141,7 +142,6 @@ class RecoveryLoop(object):
     def run_once(self):
         """Plan every owned policy and start the steps it needs."""
         now = self._clock()
-        blind = self._blind()
         for policy in self.tracker.policies():
             targets = self.tracker.targets_of(policy.id)
             with self._lock:
@@ -149,7 +149,8 @@ class RecoveryLoop(object):
                               if p == policy.id)
                 room = self._limit - len(self._running)
             plan = planner.plan(policy, targets, now, running, room,
-                                blind or self._nova_error(policy.id, now))
+                                self._blind(policy.id) or
+                                self._nova_error(policy.id, now))
             self._set_brake(policy, plan.brake, now)
             for step in plan.steps:
                 with self._lock:

@@ -1,0 +1,71 @@
+"""Which Octavia pools a health policy reads, from Heat's database.
+
+An ``OS::Heat::LoadBalancer`` keeps its pool, member port and members
+(server id -> member id and address) in its resource data, so the engine
+learns them with one query for any number of policies, without asking
+heat-engine. A policy reads the load balancers of its own stack (or the
+one its LB_STATUS_POLLING options name) and only the members whose
+servers it watches.
+"""
+
+from heat.db import api as heat_db
+from heat.db import models as heat_models
+from oslo_serialization import jsonutils
+
+from heat_health.common import lb_members
+from heat_health.engine.monitor import lb_status
+
+KEYS = (lb_members.DATA_POOL, lb_members.DATA_PORT, lb_members.DATA_MEMBERS)
+OPTION = 'loadbalancer'
+
+
+def _load_balancers(ctxt, stack_ids):
+    """{stack id: {resource name: {key: value}}} of load balancers."""
+    R, D = heat_models.Resource, heat_models.ResourceData
+    found = {}
+    with heat_db.context_manager.reader.using(ctxt):
+        rows = ctxt.session.query(R.stack_id, R.name, D.key, D.value).join(
+            D, D.resource_id == R.id).filter(
+                R.stack_id.in_(sorted(stack_ids)), D.key.in_(KEYS),
+                R.action != 'DELETE').all()
+    for stack_id, name, key, value in rows:
+        found.setdefault(stack_id, {}).setdefault(name, {})[key] = value
+    return found
+
+
+def _members(data):
+    try:
+        members = jsonutils.loads(data.get(lb_members.DATA_MEMBERS) or '{}')
+        port = int(data[lb_members.DATA_PORT])
+    except (KeyError, TypeError, ValueError):
+        return {}
+    return {(m.get('address'), port): server_id
+            for server_id, m in members.items() if isinstance(m, dict)}
+
+
+def pools(ctxt, policies, watched, enabled=lambda pool_id: True):
+    """The lb_status.Pools to read for ``policies``.
+
+    :param policies: policies with LB_STATUS_POLLING (``id``,
+        ``stack_id``, ``parsed``).
+    :param watched: policy id -> the server ids it watches.
+    :param enabled: pool id -> whether its admin state is up.
+    """
+    if not policies:
+        return []
+    by_stack = _load_balancers(ctxt, {p.stack_id for p in policies})
+    merged = {}  # pool id -> (servers, policy ids)
+    for policy in policies:
+        options = policy.parsed.options(lb_status.SOURCE) or {}
+        named = options.get(OPTION)
+        mine = set(watched.get(policy.id, ()))
+        for name, data in sorted(by_stack.get(policy.stack_id, {}).items()):
+            pool_id = data.get(lb_members.DATA_POOL)
+            if not pool_id or (named and name != named):
+                continue
+            servers, readers = merged.setdefault(pool_id, ({}, []))
+            servers.update({key: server_id for key, server_id
+                            in _members(data).items() if server_id in mine})
+            readers.append(policy.id)
+    return [lb_status.Pool(pool_id, enabled(pool_id), servers, readers)
+            for pool_id, (servers, readers) in sorted(merged.items())]
