@@ -28,6 +28,10 @@ DATA_POOL, DATA_PORT, DATA_MEMBERS = ('lb_pool_id', 'lb_protocol_port',
 # Provisioning states in which Octavia refuses changes (409 "immutable").
 PENDING = frozenset(['PENDING_CREATE', 'PENDING_UPDATE', 'PENDING_DELETE'])
 KEPT_FIELDS = (('weight', 1), ('admin_state_up', True), ('backup', False))
+# What a member the resource did not add is sent back with.
+SENT_FIELDS = ('address', 'protocol_port', 'subnet_id', 'name', 'weight',
+               'admin_state_up', 'backup', 'monitor_address',
+               'monitor_port', 'tags')
 
 
 class Busy(Exception):
@@ -83,6 +87,40 @@ def full_state(current, wanted, protocol_port, subnet_id=None,
             member['subnet_id'] = subnet_id
         members.append(member)
     return members
+
+
+def plan(current, added, servers, protocol_port, subnet_id=None,
+         weights=None):
+    """The full member list that makes the pool follow ``servers``.
+
+    :param current: the pool's members as Octavia lists them.
+    :param added: {server id: {"address": ...}} of the members this
+        resource added before (its resource data); members it did not add
+        (a reused pool's) are sent back exactly as they are.
+    :param servers: {server id: address} the pool must hold now.
+    :returns: the list to send, or None when the pool already holds it.
+    """
+    ours = {(m.get('address'), protocol_port) for m in added.values()}
+    ours.update((a, protocol_port) for a in servers.values())
+    foreign = [{k: m[k] for k in SENT_FIELDS if m.get(k) is not None}
+               for m in current
+               if (m['address'], m['protocol_port']) not in ours]
+    mine = full_state(current, {a: s for s, a in servers.items()},
+                      protocol_port, subnet_id, weights)
+    members = sorted(foreign + mine, key=lambda m: (m['address'],
+                                                    m['protocol_port']))
+    if same_members(current, members):
+        return None
+    return members
+
+
+def member_map(current, servers, protocol_port):
+    """{server id: {"member_id", "address"}} once the pool holds them."""
+    ids = {(m['address'], m['protocol_port']): m.get('id') for m in current}
+    return {server_id: {'member_id': ids.get((address, protocol_port)),
+                        'address': address}
+            for server_id, address in servers.items()
+            if (address, protocol_port) in ids}
 
 
 def same_members(current, members):

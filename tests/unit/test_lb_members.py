@@ -189,3 +189,36 @@ def test_a_load_balancer_in_error_is_a_failure(fake, pool):
     with pytest.raises(lb_members.MembersFailed) as caught:
         pool.ready(LB)
     assert 'is ERROR' in str(caught.value)
+
+
+def test_plan_adds_removes_and_keeps_what_it_did_not_add():
+    current = [dict(_member('10.0.0.5', weight=5), id='a', name='s1'),
+               dict(_member('10.0.0.6'), id='b', name='s2'),
+               dict(_member('10.0.0.99', backup=True), id='f',
+                    name='someone-elses', protocol_port=8080)]
+    added = {'s1': {'address': '10.0.0.5'}, 's2': {'address': '10.0.0.6'}}
+    members = lb_members.plan(current, added,
+                              {'s1': '10.0.0.5', 's3': '10.0.0.7'}, 80)
+    assert [(m['address'], m['protocol_port'], m['weight'], m['backup'],
+             m.get('name')) for m in members] == [
+        ('10.0.0.5', 80, 5, False, 's1'),
+        ('10.0.0.7', 80, 1, False, 's3'),
+        ('10.0.0.99', 8080, 1, True, 'someone-elses')]
+
+
+def test_plan_is_none_when_the_pool_already_follows():
+    current = [dict(_member('10.0.0.5', weight=5), id='a', name='s1')]
+    assert lb_members.plan(current, {'s1': {'address': '10.0.0.5'}},
+                           {'s1': '10.0.0.5'}, 80) is None
+    # A drain is a change.
+    drained = lb_members.plan(current, {'s1': {'address': '10.0.0.5'}},
+                              {'s1': '10.0.0.5'}, 80,
+                              weights={'10.0.0.5': 0})
+    assert [m['weight'] for m in drained] == [0]
+
+
+def test_member_map_once_the_pool_holds_them():
+    current = [dict(_member('10.0.0.5'), id='a')]
+    assert lb_members.member_map(
+        current, {'s1': '10.0.0.5', 's2': '10.0.0.6'}, 80) == {
+            's1': {'member_id': 'a', 'address': '10.0.0.5'}}
