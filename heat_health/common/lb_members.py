@@ -18,12 +18,16 @@ import ipaddress
 
 from octaviaclient.api import constants as octavia_const
 from octaviaclient.api.v2 import octavia as octavia_api
+from oslo_serialization import jsonutils
 
 # The resource data of an OS::Heat::LoadBalancer that heat-health-engine
-# reads (LB_STATUS_POLLING): its pool, the members' port, and
-# {server id: {"member_id", "address"}} as JSON.
-DATA_POOL, DATA_PORT, DATA_MEMBERS = ('lb_pool_id', 'lb_protocol_port',
-                                      'lb_members')
+# reads, both JSON: what its pool is (pool_id, loadbalancer_id,
+# protocol_port, subnet_id, subnet_cidr, targets), and its members
+# ({server id: {"member_id", "address"}}), which the engine rewrites when
+# it makes the pool follow a group.
+DATA_SPEC, DATA_MEMBERS = ('lb_spec', 'lb_members')
+SPEC_KEYS = ('pool_id', 'loadbalancer_id', 'protocol_port', 'subnet_id',
+             'subnet_cidr', 'targets')
 
 # Provisioning states in which Octavia refuses changes (409 "immutable").
 PENDING = frozenset(['PENDING_CREATE', 'PENDING_UPDATE', 'PENDING_DELETE'])
@@ -121,6 +125,24 @@ def member_map(current, servers, protocol_port):
                         'address': address}
             for server_id, address in servers.items()
             if (address, protocol_port) in ids}
+
+
+def read_data(data):
+    """The spec and members of a load balancer's resource data, or None.
+
+    :param data: {key: stored string} of its resource data.
+    """
+    try:
+        spec = jsonutils.loads(data[DATA_SPEC])
+        members = jsonutils.loads(data.get(DATA_MEMBERS) or '{}')
+        spec['protocol_port'] = int(spec['protocol_port'])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not (spec.get('pool_id') and isinstance(members, dict)):
+        return None
+    spec['members'] = {s: m for s, m in members.items()
+                       if isinstance(m, dict)}
+    return spec
 
 
 def same_members(current, members):

@@ -10,12 +10,11 @@ servers it watches.
 
 from heat.db import api as heat_db
 from heat.db import models as heat_models
-from oslo_serialization import jsonutils
 
 from heat_health.common import lb_members
 from heat_health.engine.monitor import lb_status
 
-KEYS = (lb_members.DATA_POOL, lb_members.DATA_PORT, lb_members.DATA_MEMBERS)
+KEYS = (lb_members.DATA_SPEC, lb_members.DATA_MEMBERS)
 OPTION = 'loadbalancer'
 
 
@@ -33,14 +32,10 @@ def _load_balancers(ctxt, stack_ids):
     return found
 
 
-def _members(data):
-    try:
-        members = jsonutils.loads(data.get(lb_members.DATA_MEMBERS) or '{}')
-        port = int(data[lb_members.DATA_PORT])
-    except (KeyError, TypeError, ValueError):
-        return {}
+def _members(spec):
+    port = spec['protocol_port']
     return {(m.get('address'), port): server_id
-            for server_id, m in members.items() if isinstance(m, dict)}
+            for server_id, m in spec['members'].items()}
 
 
 def pools(ctxt, policies, watched, enabled=lambda pool_id: True):
@@ -60,12 +55,12 @@ def pools(ctxt, policies, watched, enabled=lambda pool_id: True):
         named = options.get(OPTION)
         mine = set(watched.get(policy.id, ()))
         for name, data in sorted(by_stack.get(policy.stack_id, {}).items()):
-            pool_id = data.get(lb_members.DATA_POOL)
-            if not pool_id or (named and name != named):
+            spec = lb_members.read_data(data)
+            if spec is None or (named and name != named):
                 continue
-            servers, readers = merged.setdefault(pool_id, ({}, []))
+            servers, readers = merged.setdefault(spec['pool_id'], ({}, []))
             servers.update({key: server_id for key, server_id
-                            in _members(data).items() if server_id in mine})
+                            in _members(spec).items() if server_id in mine})
             readers.append(policy.id)
     return [lb_status.Pool(pool_id, enabled(pool_id), servers, readers)
             for pool_id, (servers, readers) in sorted(merged.items())]
