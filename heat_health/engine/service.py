@@ -11,8 +11,10 @@ from oslo_config import cfg
 from oslo_log import log as logging
 from oslo_service import service
 
+from heat_health.common import nova_adapter
 from heat_health.engine import endpoint
 from heat_health.engine import heat_locks
+from heat_health.engine import lb_follow
 from heat_health.engine.monitor import monitor
 from heat_health.engine.monitor import routing
 from heat_health.engine import partition
@@ -59,6 +61,12 @@ class HealthEngineService(service.Service):
             heat_replace.HeatReplacer(self.engine_id),
             blind=self._monitor.blind)
         self._monitor.tracker.on_failure = self._recovery.wake
+        # Pools follow their groups between stack updates.
+        self._follower = lb_follow.MemberFollower(
+            self._recovery.replacer.octavia_client,
+            nova_adapter.NovaAdapter().list_by_ids,
+            owns=lambda uuid: (
+                self._partition.owner(uuid) == self.engine_id))
         health_endpoint = endpoint.HealthEndpoint(
             self.engine_id, self.registry, router=self._monitor.router)
         for rpc_target, rpc_endpoint in [
@@ -70,11 +78,15 @@ class HealthEngineService(service.Service):
             self._servers.append(server)
         self._monitor.start()
         self._recovery.start()
+        self._follower.start()
         LOG.info('heat-health-engine %(id)s serving topic %(topic)s on '
                  '%(host)s', {'id': self.engine_id, 'topic': self.topic,
                               'host': self.host})
 
     def stop(self, graceful=True):
+        if getattr(self, '_follower', None) is not None:
+            self._follower.stop()
+            self._follower = None
         if getattr(self, '_recovery', None) is not None:
             self._recovery.stop()
             self._recovery = None

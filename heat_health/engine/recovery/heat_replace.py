@@ -299,6 +299,11 @@ class HeatReplacer(object):
         stack = self._load(_reader(), stack_id, load_template=False)
         return stack.clients.client('nova')
 
+    def octavia_client(self, stack_id):
+        """An OctaviaAPI acting as the stack's owner (its stored trust)."""
+        stack = self._load(_reader(), stack_id, load_template=False)
+        return stack.clients.client('octavia')
+
     def owner(self, stack_id):
         """Who the stack acts as: the stored credentials it points to.
 

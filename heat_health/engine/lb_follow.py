@@ -1,0 +1,198 @@
+"""Pool members that follow their groups between stack updates.
+
+``OS::Heat::LoadBalancer`` sets its pool's members when it is created or
+updated, but a group changes without it: a scaling signal, a member
+replaced by recovery or by ``mark_unhealthy`` and an update of the group's
+nested stack. heat-health-engine closes that gap, as a reconcile loop:
+read the servers of each load balancer's targets from Heat's database,
+compare them with the members it holds (its resource data), and when they
+differ send one full-state batch update as the stack's owner, wait until
+Octavia took it, and store the new members.
+
+A departing server stops counting as soon as Heat starts deleting it, so
+its member goes with the next pass, while Nova is still shutting it down.
+A pass that finds nothing changed asks neither Nova nor Octavia. The
+update is level-triggered and the same from any engine: engines place
+load balancers on the ring as they do policies, and a pass repeated by a
+second engine (no ring, or a ring that just moved) only costs one more
+listing, or a 409 that the next pass waits out.
+"""
+
+import collections
+import threading
+import time
+
+from heat.common import context as heat_context
+from heat.db import api as heat_db
+from heat.db import models as heat_models
+from oslo_log import log as logging
+from oslo_serialization import jsonutils
+
+from heat_health.common import lb_members
+from heat_health.engine import targets as targets_mod
+
+LOG = logging.getLogger(__name__)
+
+# Seconds between two passes.
+PASS_SECONDS = 2.0
+GONE = frozenset(['DELETED', 'SOFT_DELETED'])
+# Seconds a stack's Octavia client is kept (its token checked once).
+CLIENT_SECONDS = 600
+
+LoadBalancer = collections.namedtuple('LoadBalancer', [
+    'id', 'uuid', 'stack_id', 'name', 'status', 'data'])
+
+
+class _Targets(object):
+    """What targets.Resolver needs of a policy, for a load balancer."""
+
+    class _Parsed(object):
+        def __init__(self, names):
+            self.targets = names
+
+    def __init__(self, lb):
+        self.id = lb.uuid
+        self.stack_id = lb.stack_id
+        self.parsed = self._Parsed(tuple(lb.data.get('targets') or ()))
+
+
+def load_balancers(ctxt):
+    """Every load balancer that heat-engine is not working on.
+
+    Each with its decoded resource data (``lb_members.read_data``).
+    """
+    R, D = heat_models.Resource, heat_models.ResourceData
+    rows_by_id = {}
+    with heat_db.context_manager.reader.using(ctxt):
+        rows = ctxt.session.query(
+            R.id, R.uuid, R.stack_id, R.name, R.action, R.status, D.key,
+            D.value).join(D, D.resource_id == R.id).filter(
+                D.key.in_([lb_members.DATA_SPEC, lb_members.DATA_MEMBERS]),
+                R.action != 'DELETE', R.status == 'COMPLETE').all()
+    for row in rows:
+        rows_by_id.setdefault(row[:6], {})[row.key] = row.value
+    found = []
+    for (rid, uuid, stack_id, name, action, status), data in sorted(
+            rows_by_id.items()):
+        spec = lb_members.read_data(data)
+        if spec is not None and spec.get('loadbalancer_id') and spec.get(
+                'subnet_cidr'):
+            found.append(LoadBalancer(rid, uuid, stack_id, name,
+                                      '%s_%s' % (action, status), spec))
+    return found
+
+
+class MemberFollower(object):
+    """Keeps the pools of load balancers equal to their targets' servers.
+
+    :param octavia_client: stack id -> an OctaviaAPI acting as the stack's
+        owner (HeatReplacer.octavia_client).
+    :param list_servers: server ids -> {id: nova_adapter.Server} (admin).
+    :param owns: load balancer uuid -> whether this engine follows it.
+    """
+
+    def __init__(self, octavia_client, list_servers, owns=lambda uuid: True,
+                 clock=time.monotonic):
+        self._octavia_client = octavia_client
+        self._list_servers = list_servers
+        self._owns = owns
+        self._clock = clock
+        self._resolver = targets_mod.Resolver()
+        self._clients = {}   # stack id -> (client, expiry)
+        self._pending = {}   # resource id -> {server id: address} sent
+        self._stopping = threading.Event()
+        self._thread = None
+
+    def start(self):
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name='heat-health-lb-follower')
+        self._thread.start()
+
+    def stop(self):
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+    def _run(self):
+        while not self._stopping.is_set():
+            try:
+                self.run_once()
+            except Exception:
+                LOG.exception('Load balancer member pass failed; retrying')
+            self._stopping.wait(PASS_SECONDS)
+
+    def run_once(self):
+        ctxt = heat_context.get_admin_context()
+        for lb in load_balancers(ctxt):
+            if not self._owns(lb.uuid):
+                continue
+            try:
+                self._follow(ctxt, lb)
+            except lb_members.Busy:
+                pass  # Octavia is busy: the next pass sends it again.
+            except Exception as ex:
+                self._clients.pop(lb.stack_id, None)
+                LOG.warning('Members of load balancer %(name)s (stack '
+                            '%(stack)s) not updated: %(ex)s',
+                            {'name': lb.name, 'stack': lb.stack_id,
+                             'ex': ex})
+
+    def _client(self, stack_id):
+        now = self._clock()
+        found = self._clients.get(stack_id)
+        if found is None or found[1] <= now:
+            found = (self._octavia_client(stack_id), now + CLIENT_SECONDS)
+            self._clients[stack_id] = found
+        return found[0]
+
+    def _wanted(self, ctxt, lb):
+        """{server id: address} of the targets' servers now."""
+        resolved = self._resolver.resolve(ctxt, [_Targets(lb)])[lb.uuid]
+        server_ids = {p['server_id'] for p in resolved.places.values()}
+        known = {s: m['address'] for s, m in lb.data['members'].items()
+                 if s in server_ids and m.get('address')}
+        unknown = server_ids - set(known)
+        if unknown:
+            listed = self._list_servers(unknown)
+            for server_id in unknown:
+                server = listed.get(server_id)
+                if server is None or server.status in GONE:
+                    continue
+                address = lb_members.address_on(lb.data['subnet_cidr'],
+                                                server.addresses or ())
+                if address:
+                    known[server_id] = address
+        return known
+
+    def _follow(self, ctxt, lb):
+        data = lb.data
+        wanted = self._wanted(ctxt, lb)
+        stored = {s: m['address'] for s, m in data['members'].items()}
+        sent = self._pending.get(lb.id)
+        if sent is None and wanted == stored:
+            return
+        pool = lb_members.PoolMembers(self._client(lb.stack_id),
+                                      data['pool_id'])
+        if not pool.ready(data['loadbalancer_id']):
+            return
+        current = pool.list()
+        port = data['protocol_port']
+        members = lb_members.plan(current, data['members'], wanted, port,
+                                  data.get('subnet_id'))
+        if members is not None:
+            if members:
+                pool.replace(members)
+            else:
+                for member in current:
+                    pool.client.member_delete(data['pool_id'], member['id'])
+            self._pending[lb.id] = wanted
+            LOG.info('Members of load balancer %(name)s (stack %(stack)s) '
+                     'sent: %(n)d servers', {'name': lb.name,
+                                             'stack': lb.stack_id,
+                                             'n': len(wanted)})
+            return
+        # The pool holds what was sent: store it.
+        self._pending.pop(lb.id, None)
+        heat_db.resource_data_set(
+            ctxt, lb.id, lb_members.DATA_MEMBERS,
+            jsonutils.dumps(lb_members.member_map(current, wanted, port)))
