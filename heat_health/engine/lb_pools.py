@@ -18,7 +18,7 @@ KEYS = (lb_members.DATA_SPEC, lb_members.DATA_MEMBERS)
 OPTION = 'loadbalancer'
 
 
-def _load_balancers(ctxt, stack_ids):
+def load_balancers(ctxt, stack_ids):
     """{stack id: {resource name: {key: value}}} of load balancers."""
     R, D = heat_models.Resource, heat_models.ResourceData
     found = {}
@@ -48,7 +48,7 @@ def pools(ctxt, policies, watched, enabled=lambda pool_id: True):
     """
     if not policies:
         return []
-    by_stack = _load_balancers(ctxt, {p.stack_id for p in policies})
+    by_stack = load_balancers(ctxt, {p.stack_id for p in policies})
     merged = {}  # pool id -> (servers, policy ids)
     for policy in policies:
         options = policy.parsed.options(lb_status.SOURCE) or {}

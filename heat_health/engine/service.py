@@ -19,6 +19,7 @@ from heat_health.engine.monitor import monitor
 from heat_health.engine.monitor import routing
 from heat_health.engine import partition
 from heat_health.engine.recovery import heat_replace
+from heat_health.engine.recovery import lb_drain
 from heat_health.engine.recovery import loop as recovery_loop
 from heat_health.engine import registry
 
@@ -56,10 +57,11 @@ class HealthEngineService(service.Service):
                                         registry=self.registry,
                                         forwarder=routing.Forwarder())
         # Recovery acts on what the monitor stored.
+        replacer = heat_replace.HeatReplacer(self.engine_id)
         self._recovery = recovery_loop.RecoveryLoop(
-            self.engine_id, self._monitor.tracker,
-            heat_replace.HeatReplacer(self.engine_id),
-            blind=self._monitor.blind)
+            self.engine_id, self._monitor.tracker, replacer,
+            blind=self._monitor.blind,
+            drainer=lb_drain.Drainer(replacer.octavia_client))
         self._monitor.tracker.on_failure = self._recovery.wake
         # Pools follow their groups between stack updates.
         self._follower = lb_follow.MemberFollower(

@@ -221,3 +221,25 @@ class VerifyingTransitionTest(unittest.TestCase):
             's1', obs.HEALTHY, '200', obs.NODE_STATUS_POLL_URL, NOW)
         self.assertEqual(states.HEALTHY, states.transition(
             states.VERIFYING, events, NOW, spec, streak=2).decision.state)
+
+
+class RestoreTest(unittest.TestCase):
+
+    def test_healthy_with_drained_members_is_restored_once(self):
+        drained = {'drained': {'pool-1': ['10.0.0.5', 5]}}
+        plan = planner.plan(_policy(), [_target(1, recovery=drained)], NOW)
+        self.assertEqual([('Restore', 1)], _kinds(plan))
+        done = dict(drained, restored=True)
+        plan = planner.plan(_policy(), [_target(1, recovery=done)], NOW)
+        self.assertEqual([], _kinds(plan))
+
+    def test_a_finished_recovery_keeps_only_what_is_to_restore(self):
+        from heat_health.engine.monitor import tracker
+        self.assertEqual(
+            {'drained': {'pool-1': ['10.0.0.5', 5]}},
+            tracker.after_recovery({'action': 'REBOOT', 'stage': 'issued',
+                                    'drained': {'pool-1': ['10.0.0.5', 5]}}))
+        self.assertIsNone(tracker.after_recovery({'action': 'REBOOT'}))
+        self.assertIsNone(tracker.after_recovery(
+            {'drained': {'pool-1': ['10.0.0.5', 5]}, 'restored': True}))
+        self.assertIsNone(tracker.after_recovery(None))

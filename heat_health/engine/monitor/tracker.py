@@ -45,6 +45,15 @@ STUCK_MIN_SECONDS = 30
 # States that close a recovery: the next failure starts a new incident.
 _ENDS_RECOVERY = frozenset([states.HEALTHY, states.NO_DATA])
 
+
+def after_recovery(recovery):
+    """What a finished recovery leaves: members still to be restored."""
+    recovery = recovery or {}
+    if recovery.get('drained') and not recovery.get('restored'):
+        return {'drained': recovery['drained']}
+    return None
+
+
 # A stored observation that still says the same is rewritten after this
 # long, so the report shows that detectors are alive.
 OBSERVATION_REFRESH = datetime.timedelta(minutes=10)
@@ -508,7 +517,7 @@ class Tracker(object):
                 if key in columns:
                     setattr(target, key, columns[key])
             if state in _ENDS_RECOVERY:
-                target.recovery = None
+                target.recovery = after_recovery(target.recovery)
             if state == states.RECOVERING:
                 # Only what is seen from now on judges the action.
                 target.verdicts = {}
@@ -604,7 +613,7 @@ class Tracker(object):
                 target.reason = change.decision.reason
                 target.since = change.at
                 if target.state in _ENDS_RECOVERY:
-                    target.recovery = None
+                    target.recovery = after_recovery(target.recovery)
                     target.verdicts_after = None
                 if (change.observation is not None and
                         self._dirty.get(target.id) is change.observation):
@@ -648,7 +657,7 @@ class Tracker(object):
         values = {'id': target.id, 'state': decision.state,
                   'state_reason': reason, 'state_since': change.at}
         if decision.state in _ENDS_RECOVERY:
-            values['recovery'] = None
+            values['recovery'] = after_recovery(target.recovery)
         if change.observation is not None:
             values.update(_observation_columns(change.observation))
         return {'target': values, 'old_state': change.old,

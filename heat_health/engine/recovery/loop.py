@@ -81,17 +81,19 @@ class RecoveryLoop(object):
         (the status poller's failure, its load balancer's), or None.
     :param actions: stack id -> NovaActions; by default through the
         replacer's stored-context nova client.
+    :param drainer: a lb_drain.Drainer, or None not to drain members.
     """
 
     def __init__(self, engine_id, tracker, replacer,
                  blind=lambda policy_id: None,
-                 actions=None, conf=cfg.CONF, clock=timeutils.utcnow,
-                 rnd=None):
+                 actions=None, drainer=None, conf=cfg.CONF,
+                 clock=timeutils.utcnow, rnd=None):
         self.engine_id = engine_id
         self.tracker = tracker
         self.replacer = replacer
         self._blind = blind
         self._actions = actions or self._stack_nova
+        self._drainer = drainer
         self._clients = {}       # stack id -> (NovaActions, expiry)
         self._clock = clock
         self._rnd = rnd or random.Random()
@@ -183,7 +185,8 @@ class RecoveryLoop(object):
                        planner.Advance: self._advance,
                        planner.Escalate: self._escalate,
                        planner.GiveUp: self._give_up,
-                       planner.ResetAttempts: self._reset}[type(step)]
+                       planner.ResetAttempts: self._reset,
+                       planner.Restore: self._restore}[type(step)]
             handler(policy, step)
         except Exception:
             LOG.exception('Recovery step %(step)s of %(server)s failed',
@@ -341,6 +344,7 @@ class RecoveryLoop(object):
         if not stored:
             return
         self._heat_event(target, 'IN_PROGRESS', reason)
+        self._drain(policy, target)
         self._issue(policy, target, nova)
 
     def _advance(self, policy, step):
@@ -446,6 +450,64 @@ class RecoveryLoop(object):
         self.tracker.store_columns(step.target, {
             'attempts': 0, 'first_attempt_at': None,
             'next_attempt_at': None})
+
+    # Load balancer members
+
+    def _lb_event(self, policy, target, new_state, reason):
+        LOG.info('%(s)s (%(p)s): %(r)s', {'s': target.server_id,
+                                          'p': target.path, 'r': reason})
+        try:
+            db_api.event_add([{
+                'policy_id': policy.id, 'server_id': target.server_id,
+                'old_state': target.state, 'new_state': new_state,
+                'reason': reason, 'source': 'recovery',
+                'created_at': self._clock()}])
+        except Exception:
+            LOG.exception('Could not record %s', reason)
+        self._heat_event(target, 'IN_PROGRESS', reason)
+
+    def _drain(self, policy, target):
+        """Weight 0 for the server's members before it is acted on."""
+        if self._drainer is None:
+            return
+        recovery = dict(target.recovery or {})
+        try:
+            drained = self._drainer.drain(policy.stack_id, target.server_id)
+            failed = None
+        except Exception as ex:
+            drained = getattr(ex, 'drained', {})
+            failed = ex
+        if drained:
+            recovery['drained'] = drained
+            self.tracker.store_columns(target, {'recovery': recovery})
+            self._lb_event(policy, target, 'DRAINED', (
+                'load balancer members drained (weight 0) before %s: %s' %
+                (recovery.get('action'), ', '.join(
+                    '%s in pool %s' % (address, pool) for pool, (
+                        address, _w) in sorted(drained.items())))))
+        if failed is not None:
+            self._lb_event(policy, target, 'DRAINED', (
+                'load balancer members not drained before %s: %s' %
+                (recovery.get('action'), failed)))
+
+    def _restore(self, policy, step):
+        target = step.target
+        recovery = dict(target.recovery or {})
+        drained = recovery.get('drained') or {}
+        if self._drainer is not None:
+            try:
+                self._drainer.restore(policy.stack_id, drained)
+            except Exception as ex:
+                LOG.warning('Members of %(s)s not restored yet: %(e)s',
+                            {'s': target.server_id, 'e': ex})
+                return
+        recovery['restored'] = True
+        if self.tracker.store_columns(target, {'recovery': recovery}):
+            self._lb_event(policy, target, 'RESTORED', (
+                'load balancer members given their weight back: %s' %
+                ', '.join('%s in pool %s: weight %s' % (address, pool, w)
+                          for pool, (address, w) in sorted(drained.items()))
+            ))
 
     # RECREATE, stage by stage
 

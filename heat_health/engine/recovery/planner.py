@@ -32,6 +32,8 @@ Escalate = collections.namedtuple('Escalate', ['target', 'next_step',
 """The action did not heal within its deadline: the next rung."""
 GiveUp = collections.namedtuple('GiveUp', ['target', 'reason'])
 ResetAttempts = collections.namedtuple('ResetAttempts', ['target'])
+Restore = collections.namedtuple('Restore', ['target'])
+"""Healthy again: give its drained load balancer members their weight."""
 Hold = collections.namedtuple('Hold', ['target', 'reason'])
 """A failed target not acted on now, and why (for the timeline)."""
 
@@ -145,7 +147,10 @@ def plan(policy, targets, now, running=0, engine_room=None, blind=None):
                     'not healthy %ss after %s' % (
                         recovery.get('verify_seconds', '?'), action)))
         elif state == states.HEALTHY:
-            if target.attempts and (
+            recovery = target.recovery or {}
+            if recovery.get('drained') and not recovery.get('restored'):
+                steps.append(Restore(target))
+            elif target.attempts and (
                     now - (parse_time(target.since) or now) >=
                     datetime.timedelta(seconds=spec.healthy_reset)):
                 steps.append(ResetAttempts(target))

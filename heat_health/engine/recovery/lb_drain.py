@@ -1,0 +1,125 @@
+"""Drain a server's load balancer members before it is acted on.
+
+A reboot, rebuild or replacement cuts the connections a server holds. Its
+members are set to weight 0 first (Octavia sends no new connections to it,
+existing ones go on), and given their weight back once the server was
+verified healthy. A replaced server's member is not restored: the pool
+follows the group, and the new server's member comes with it.
+
+Best effort within ``lb_status_timeout``: a load balancer that stays busy
+or cannot be read delays a recovery by that much at most, never stops it.
+"""
+
+import time
+
+from heat.common import context as heat_context
+from oslo_log import log as logging
+
+from heat_health.common import lb_members
+from heat_health.engine import lb_pools
+
+LOG = logging.getLogger(__name__)
+
+POLL_SECONDS = 0.5
+DEFAULT_TIMEOUT = 60
+
+
+class Drainer(object):
+    """Drains and restores members, as the stack's owner.
+
+    :param octavia_client: stack id -> an OctaviaAPI (the stack's trust).
+    """
+
+    def __init__(self, octavia_client, clock=time.monotonic,
+                 sleep=time.sleep):
+        self._octavia_client = octavia_client
+        self._clock = clock
+        self._sleep = sleep
+
+    @staticmethod
+    def _specs(stack_id):
+        """The decoded data of the stack's load balancers."""
+        ctxt = heat_context.get_admin_context()
+        found = lb_pools.load_balancers(ctxt, [stack_id]).get(stack_id, {})
+        specs = [lb_members.read_data(data) for _n, data in
+                 sorted(found.items())]
+        return [s for s in specs if s]
+
+    def _set_weight(self, pool, spec, address, weight):
+        """Send the pool back with one member's weight changed.
+
+        Returns the weight it had, or None if the pool does not hold it.
+        """
+        deadline = self._clock() + int(spec.get('lb_status_timeout') or
+                                       DEFAULT_TIMEOUT)
+        lb_id = spec['loadbalancer_id']
+        while True:
+            try:
+                if pool.ready(lb_id):
+                    current = pool.list()
+                    port = spec['protocol_port']
+                    old = [m for m in current if
+                           (m['address'], m['protocol_port']) ==
+                           (address, port)]
+                    if not old:
+                        return None
+                    servers = {s: m['address']
+                               for s, m in spec['members'].items()}
+                    members = lb_members.plan(
+                        current, spec['members'], servers, port,
+                        spec.get('subnet_id'), weights={address: weight})
+                    if members:
+                        pool.replace(members)
+                        self._wait(pool, lb_id, deadline)
+                    return old[0].get('weight', 1)
+            except lb_members.Busy:
+                pass
+            if self._clock() >= deadline:
+                raise lb_members.Busy('load balancer %s still busy after '
+                                      '%ss' % (lb_id,
+                                               spec.get('lb_status_timeout')))
+            self._sleep(POLL_SECONDS)
+
+    def _wait(self, pool, lb_id, deadline):
+        while not pool.ready(lb_id):
+            if self._clock() >= deadline:
+                raise lb_members.Busy('load balancer %s did not take the '
+                                      'change in time' % lb_id)
+            self._sleep(POLL_SECONDS)
+
+    def drain(self, stack_id, server_id):
+        """Weight 0 for the server's members: {pool id: [address, weight]}.
+
+        Raises on the first pool that could not be drained, with the
+        pools drained so far in the exception's ``drained``.
+        """
+        drained = {}
+        specs = [s for s in self._specs(stack_id)
+                 if server_id in s['members']]
+        if not specs:
+            return drained
+        client = self._octavia_client(stack_id)
+        for spec in specs:
+            address = spec['members'][server_id]['address']
+            pool = lb_members.PoolMembers(client, spec['pool_id'])
+            try:
+                weight = self._set_weight(pool, spec, address, 0)
+            except Exception as ex:
+                ex.drained = drained
+                raise
+            if weight:
+                drained[spec['pool_id']] = [address, weight]
+        return drained
+
+    def restore(self, stack_id, drained):
+        """Give drained members their weight back (those still there)."""
+        if not drained:
+            return
+        client = self._octavia_client(stack_id)
+        specs = {s['pool_id']: s for s in self._specs(stack_id)}
+        for pool_id, (address, weight) in sorted(drained.items()):
+            spec = specs.get(pool_id)
+            if spec is None:
+                continue
+            pool = lb_members.PoolMembers(client, pool_id)
+            self._set_weight(pool, spec, address, weight)
