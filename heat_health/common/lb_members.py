@@ -94,7 +94,7 @@ def full_state(current, wanted, protocol_port, subnet_id=None,
 
 
 def plan(current, added, servers, protocol_port, subnet_id=None,
-         weights=None):
+         weights=None, names=None):
     """The full member list that makes the pool follow ``servers``.
 
     :param current: the pool's members as Octavia lists them.
@@ -102,14 +102,20 @@ def plan(current, added, servers, protocol_port, subnet_id=None,
         resource added before (its resource data); members it did not add
         (a reused pool's) are sent back exactly as they are.
     :param servers: {server id: address} the pool must hold now.
+    :param names: {server id: member name}; the server id by default.
     :returns: the list to send, or None when the pool already holds it.
     """
-    ours = {(m.get('address'), protocol_port) for m in added.values()}
-    ours.update((a, protocol_port) for a in servers.values())
+    # Members added before are ours on any port (the port may have
+    # changed since); others only on the port and address wanted now.
+    added_addresses = {m.get('address') for m in added.values()}
+    wanted = {(a, protocol_port) for a in servers.values()}
     foreign = [{k: m[k] for k in SENT_FIELDS if m.get(k) is not None}
                for m in current
-               if (m['address'], m['protocol_port']) not in ours]
-    mine = full_state(current, {a: s for s, a in servers.items()},
+               if m['address'] not in added_addresses and
+               (m['address'], m['protocol_port']) not in wanted]
+    names = names or {}
+    mine = full_state(current, {a: names.get(s, s)
+                                for s, a in servers.items()},
                       protocol_port, subnet_id, weights)
     members = sorted(foreign + mine, key=lambda m: (m['address'],
                                                     m['protocol_port']))
