@@ -146,12 +146,12 @@ class MemberFollower(object):
         return found[0]
 
     def _wanted(self, ctxt, lb):
-        """{server id: address} of the targets' servers now."""
+        """{server id: address} and {server id: path} of the targets now."""
         resolved = self._resolver.resolve(ctxt, [_Targets(lb)])[lb.uuid]
-        server_ids = {p['server_id'] for p in resolved.places.values()}
+        paths = {p['server_id']: p['path'] for p in resolved.places.values()}
         known = {s: m['address'] for s, m in lb.data['members'].items()
-                 if s in server_ids and m.get('address')}
-        unknown = server_ids - set(known)
+                 if s in paths and m.get('address')}
+        unknown = set(paths) - set(known)
         if unknown:
             listed = self._list_servers(unknown)
             for server_id in unknown:
@@ -162,11 +162,11 @@ class MemberFollower(object):
                                                 server.addresses or ())
                 if address:
                     known[server_id] = address
-        return known
+        return known, paths
 
     def _follow(self, ctxt, lb):
         data = lb.data
-        wanted = self._wanted(ctxt, lb)
+        wanted, paths = self._wanted(ctxt, lb)
         stored = {s: m['address'] for s, m in data['members'].items()}
         sent = self._pending.get(lb.id)
         if sent is None and wanted == stored:
@@ -178,7 +178,7 @@ class MemberFollower(object):
         current = pool.list()
         port = data['protocol_port']
         members = lb_members.plan(current, data['members'], wanted, port,
-                                  data.get('subnet_id'))
+                                  data.get('subnet_id'), names=paths)
         if members is not None:
             if members:
                 pool.replace(members)

@@ -112,9 +112,14 @@ class Drainer(object):
         return drained
 
     def restore(self, stack_id, drained):
-        """Give drained members their weight back (those still there)."""
+        """Give drained members their weight back (those still there).
+
+        Returns {pool id: [address, weight]} of the members restored: a
+        replaced server's member left the pool with it.
+        """
+        restored = {}
         if not drained:
-            return
+            return restored
         client = self._octavia_client(stack_id)
         specs = {s['pool_id']: s for s in self._specs(stack_id)}
         for pool_id, (address, weight) in sorted(drained.items()):
@@ -122,4 +127,6 @@ class Drainer(object):
             if spec is None:
                 continue
             pool = lb_members.PoolMembers(client, pool_id)
-            self._set_weight(pool, spec, address, weight)
+            if self._set_weight(pool, spec, address, weight) is not None:
+                restored[pool_id] = [address, weight]
+        return restored

@@ -494,20 +494,27 @@ class RecoveryLoop(object):
         target = step.target
         recovery = dict(target.recovery or {})
         drained = recovery.get('drained') or {}
+        restored = {}
         if self._drainer is not None:
             try:
-                self._drainer.restore(policy.stack_id, drained)
+                restored = self._drainer.restore(policy.stack_id, drained)
             except Exception as ex:
                 LOG.warning('Members of %(s)s not restored yet: %(e)s',
                             {'s': target.server_id, 'e': ex})
                 return
         recovery['restored'] = True
-        if self.tracker.store_columns(target, {'recovery': recovery}):
-            self._lb_event(policy, target, 'RESTORED', (
-                'load balancer members given their weight back: %s' %
+        if not self.tracker.store_columns(target, {'recovery': recovery}):
+            return
+        if restored:
+            reason = 'load balancer members given their weight back: %s' % (
                 ', '.join('%s in pool %s: weight %s' % (address, pool, w)
-                          for pool, (address, w) in sorted(drained.items()))
-            ))
+                          for pool, (address, w) in sorted(restored.items())))
+        else:
+            reason = ('drained load balancer members left with the replaced '
+                      'server: %s' % ', '.join(
+                          '%s in pool %s' % (address, pool)
+                          for pool, (address, _w) in sorted(drained.items())))
+        self._lb_event(policy, target, 'RESTORED', reason)
 
     # RECREATE, stage by stage
 
