@@ -1,0 +1,92 @@
+"""Helpers of the load balancer tests: Octavia as a user sees it."""
+
+import threading
+import time
+
+from octaviaclient.api.v2 import octavia as octavia_api
+from osc_lib import exceptions as osc_exceptions
+
+from tests.functional import engines
+
+
+def octavia(user):
+    """python-octaviaclient as ``user`` (a cloud.Cloud)."""
+    session = user.session
+    return octavia_api.OctaviaAPI(
+        endpoint=session.get_endpoint(service_type='load-balancer',
+                                      interface='public'),
+        session=session)
+
+
+def members(client, pool_id):
+    """{address: member} of the pool."""
+    return {m['address']: m
+            for m in client.member_list(pool_id)['members']}
+
+
+def lb_ids(demo, stack_name):
+    """(load balancer id, pool id) of the stack's ``lb`` resource."""
+    attributes = demo.resource(stack_name, 'lb')['attributes']
+    return attributes['id'], attributes['pools'][0]['id']
+
+
+def gone(client, lb_id):
+    """Whether Octavia no longer knows the load balancer."""
+    try:
+        client.load_balancer_show(lb_id)
+    except (octavia_api.OctaviaClientException,
+            osc_exceptions.NotFound) as ex:
+        return getattr(ex, 'code', 404) == 404
+    return False
+
+
+def set_status(member_id, status):
+    """What Octavia's health manager would conclude of a member."""
+    engines.localcloud('fault', 'member', member_id, status)
+
+
+def wait_active(client, lb_id, timeout=60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if client.load_balancer_show(lb_id)[
+                'provisioning_status'] == 'ACTIVE':
+            return
+        time.sleep(0.3)
+    raise AssertionError('load balancer %s not ACTIVE in %ss' % (lb_id,
+                                                                 timeout))
+
+
+class Watch(object):
+    """Reads a pool's members every 0.2 s: when each weight was seen."""
+
+    def __init__(self, client, pool_id):
+        self._client = client
+        self._pool_id = pool_id
+        self.seen = []  # (time, {address: weight})
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            try:
+                found = members(self._client, self._pool_id)
+                self.seen.append((time.time(), {
+                    a: m['weight'] for a, m in found.items()}))
+            except Exception:
+                pass
+            self._stop.wait(0.2)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def first(self, predicate):
+        """When the pool was first seen as ``predicate`` says, or None."""
+        for when, weights in self.seen:
+            if predicate(weights):
+                return when
+        return None
