@@ -32,6 +32,7 @@ LOG = logging.getLogger(__name__)
 
 POLL_URL_VARIABLES = ('ip', 'name', 'id')
 LOAD_BALANCER_TYPE = 'OS::Heat::LoadBalancer'
+LAUNCH_BEFORE_TERMINATE = 'launch_before_terminate'
 
 
 class HealthPolicy(resource.Resource):
@@ -232,8 +233,12 @@ class HealthPolicy(resource.Resource):
                     _('Escalation ladder: actions tried in order, the next '
                       'one when a server is not healthy again within '
                       'node_update_timeout. REBOOT takes params {type: '
-                      'SOFT|HARD}. Without it, the cheapest action that '
-                      'fits the state Nova reports (paused: UNPAUSE, '
+                      'SOFT|HARD}; RECREATE takes {launch_before_terminate: '
+                      'true} to keep the server\'s load balancer members '
+                      'serving until the new server replaces it (no '
+                      'drain; not with fencing). Without it, the cheapest '
+                      'action that fits the state Nova reports (paused: '
+                      'UNPAUSE, '
                       'stopped: START, suspended: RESUME), then REBOOT, '
                       'then RECREATE.'),
                     schema=properties.Schema(
@@ -497,8 +502,9 @@ class HealthPolicy(resource.Resource):
             params = action.get(self.ACTION_PARAMS) or {}
             path = (self.RECOVERY, self.RECOVERY_ACTIONS, index,
                     self.ACTION_PARAMS)
-            allowed = ({'type'} if action[self.ACTION_NAME] == self.REBOOT
-                       else set())
+            allowed = {self.REBOOT: {'type'},
+                       self.RECREATE: {LAUNCH_BEFORE_TERMINATE}}.get(
+                           action[self.ACTION_NAME], set())
             unknown = sorted(set(params) - allowed)
             if unknown:
                 self._invalid(_('%(action)s takes no parameter %(p)s') % {
@@ -507,6 +513,14 @@ class HealthPolicy(resource.Resource):
             if params.get('type', 'SOFT') not in self.REBOOT_TYPES:
                 self._invalid(_('REBOOT type must be SOFT or HARD, not '
                                 '%s') % params['type'], *path)
+            early = params.get(LAUNCH_BEFORE_TERMINATE, False)
+            if not isinstance(early, bool):
+                self._invalid(_('%s must be true or false') %
+                              LAUNCH_BEFORE_TERMINATE, *path)
+            if early and recovery[self.FENCING]:
+                self._invalid(_('%s keeps the old server serving, which '
+                                'fencing stops first: use one or the '
+                                'other') % LAUNCH_BEFORE_TERMINATE, *path)
 
     def validate(self):
         super(HealthPolicy, self).validate()

@@ -214,3 +214,28 @@ def test_every_member_in_error_brakes(demo, octavia, admin_nova, stacks):
     demo.wait_for(lambda: not h.policy(demo, stack).get('braked'),
                   'the brake released', timeout=60)
     assert not h.started(h.events(demo, stack))
+
+
+def test_launch_before_terminate_keeps_the_pool_full(demo, octavia,
+                                                     admin_nova, stacks):
+    early = '[{"name": "RECREATE", "params": {"launch_before_terminate": ' \
+        'true}}]'
+    stack = stacks('lb-early', 'lb_group.yaml', 'capacity=2',
+                   'recovery_mode=HEAL', 'actions=%s' % early)
+    name = stack['stack_name']
+    _lb_id, pool_id = lb.lb_ids(demo, name)
+    found = demo.wait_for(lambda: _follows(demo, octavia, admin_nova, name,
+                                           pool_id, 2), 'two members')
+    victim = sorted(found)[0]
+    with lb.Watch(octavia, pool_id) as watch:
+        lb.set_status(found[victim]['id'], 'ERROR')
+        demo.wait_for(
+            lambda: (lambda f: f if f and victim not in f else None)(
+                _follows(demo, octavia, admin_nova, name, pool_id, 2)),
+            'the member swapped for a new server', timeout=150)
+    assert watch.seen
+    # Never drained, never fewer than two members.
+    assert all(w.get(victim, 1) != 0 for _t, w in watch.seen), watch.seen
+    assert min(len(w) for _t, w in watch.seen) >= 2, watch.seen
+    assert not [e for e in h.events(demo, stack)
+                if e['new_state'] == 'DRAINED']

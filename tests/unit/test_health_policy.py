@@ -205,6 +205,21 @@ class HealthPolicyTestCase(base.HeatHealthTestCase):
         msg = self._invalid(recovery={'actions': [{'name': 'PRAY'}]})
         self.assertIn('PRAY', msg)
 
+    def test_launch_before_terminate_is_a_recreate_choice(self):
+        stack = self._stack(recovery={'actions': [
+            {'name': 'RECREATE',
+             'params': {'launch_before_terminate': True}}]})
+        self.assertIsNone(stack['policy'].validate())
+        msg = self._invalid(recovery={'actions': [
+            {'name': 'REBOOT', 'params': {'launch_before_terminate': True}}]})
+        self.assertIn('REBOOT takes no parameter launch_before_terminate',
+                      msg)
+        msg = self._invalid(recovery={'fencing': ['COMPUTE'], 'actions': [
+            {'name': 'RECREATE',
+             'params': {'launch_before_terminate': True}}]})
+        self.assertIn('launch_before_terminate keeps the old server serving',
+                      msg)
+
     def test_depends_on_targets(self):
         stack = self._stack()
         self.assertIn(stack['policy'],

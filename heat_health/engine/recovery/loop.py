@@ -468,9 +468,12 @@ class RecoveryLoop(object):
 
     def _drain(self, policy, target):
         """Weight 0 for the server's members before it is acted on."""
-        if self._drainer is None:
-            return
         recovery = dict(target.recovery or {})
+        if self._drainer is None or (recovery.get('params') or {}).get(
+                'launch_before_terminate'):
+            # Heat makes the new server first: the old one serves until
+            # the pool swaps them.
+            return
         try:
             drained = self._drainer.drain(policy.stack_id, target.server_id)
             failed = None
