@@ -47,7 +47,22 @@ class CommandFailed(Exception):
         self.result = result
         super(CommandFailed, self).__init__(
             'openstack %s exited %d: %s' % (' '.join(args), result.returncode,
-                                            result.stderr.strip()))
+                                            _errors(result.stderr)))
+
+
+def _errors(stderr):
+    """A failed command's error, with the API's answer if --debug ran.
+
+    Heat answers an unexpected error with a bare "Internal Error" for the
+    CLI; the body it sent names the exception's type.
+    """
+    lines = stderr.strip().splitlines()
+    if not any(line.startswith('REQ: ') for line in lines):
+        return stderr.strip()
+    bodies = [line for line in lines
+              if line.startswith('RESP BODY') and '"error"' in line]
+    errors = [line for line in lines if line.startswith('ERROR')]
+    return '\n'.join(bodies[-2:] + errors[-3:])
 
 
 class Cloud(object):
@@ -81,7 +96,9 @@ class Cloud(object):
 
     def create_stack(self, prefix, template, *params):
         name = '%s-%s' % (prefix, uuid.uuid4().hex[:8])
-        args = ['stack', 'create', '--wait', '-t', str(TEMPLATES / template)]
+        # --debug: a failure says what Heat answered (see _errors).
+        args = ['--debug', 'stack', 'create', '--wait', '-t',
+                str(TEMPLATES / template)]
         for param in params:
             args += ['--parameter', param]
         self.run(*(args + [name]))
