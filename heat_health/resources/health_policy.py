@@ -16,9 +16,6 @@ from heat.engine import attributes
 from heat.engine import constraints
 from heat.engine import properties
 from heat.engine import resource
-from heat.engine.resources.openstack.heat import instance_group
-from heat.engine.resources.openstack.heat import resource_group
-from heat.engine.resources.openstack.nova import server
 from heat.engine import support
 from oslo_log import log as logging
 import oslo_messaging
@@ -26,6 +23,7 @@ import oslo_messaging
 from heat_health.engine.monitor import poll_url
 from heat_health.objects import policy as policy_object
 from heat_health.objects import target as target_object
+from heat_health.resources import targeting
 from heat_health.rpc import client as rpc_client
 
 LOG = logging.getLogger(__name__)
@@ -35,7 +33,7 @@ LOAD_BALANCER_TYPE = 'OS::Heat::LoadBalancer'
 LAUNCH_BEFORE_TERMINATE = 'launch_before_terminate'
 
 
-class HealthPolicy(resource.Resource):
+class HealthPolicy(targeting.TargetsMixin, resource.Resource):
     """Watches servers of its stack and says how they are healed.
 
     ``targets`` names servers or groups (ResourceGroup, AutoScalingGroup,
@@ -378,34 +376,6 @@ class HealthPolicy(resource.Resource):
 
     # Validation
 
-    def _invalid(self, message, *path):
-        raise exception.StackValidationFailed(
-            path=[self.stack.t.get_section_name(self.stack.t.RESOURCES),
-                  self.name, 'properties'] + [str(p) for p in path],
-            message=message)
-
-    def _validate_targets(self):
-        names = self.properties[self.TARGETS]
-        seen = set()
-        for index, name in enumerate(names):
-            path = (self.TARGETS, index)
-            if name in seen:
-                self._invalid(_('target "%s" is listed twice') % name, *path)
-            seen.add(name)
-            if name == self.name or name not in self.stack:
-                self._invalid(_('target "%s" is not a resource of this '
-                                'stack') % name, *path)
-            target = self.stack[name]
-            if not isinstance(target, (server.Server,
-                                       resource_group.ResourceGroup,
-                                       instance_group.InstanceGroup)):
-                self._invalid(_('target "%(name)s" is a %(type)s; targets '
-                                'must be OS::Nova::Server, '
-                                'OS::Heat::ResourceGroup, '
-                                'OS::Heat::AutoScalingGroup or '
-                                'OS::Heat::InstanceGroup resources') %
-                              {'name': name, 'type': target.type()}, *path)
-
     def _validate_lb_polling(self, options, path):
         balancers = [r.name for r in self.stack.values()
                      if r.type() == LOAD_BALANCER_TYPE]
@@ -527,17 +497,6 @@ class HealthPolicy(resource.Resource):
         self._validate_targets()
         self._validate_detection()
         self._validate_recovery()
-
-    def add_dependencies(self, deps):
-        """Create the policy after its targets, delete it before them.
-
-        Targets are named, not referenced, so Heat would not see the
-        dependency of a get_resource.
-        """
-        super(HealthPolicy, self).add_dependencies(deps)
-        for name in self.properties[self.TARGETS] or []:
-            if name != self.name and name in self.stack:
-                deps += (self, self.stack[name])
 
     # Registration
 

@@ -22,9 +22,6 @@ from heat.engine import attributes
 from heat.engine import constraints
 from heat.engine import properties
 from heat.engine import resource
-from heat.engine.resources.openstack.heat import instance_group
-from heat.engine.resources.openstack.heat import resource_group
-from heat.engine.resources.openstack.nova import server
 from heat.engine import support
 from oslo_log import log as logging
 from oslo_serialization import jsonutils
@@ -32,6 +29,7 @@ from oslo_utils import timeutils
 
 from heat_health.common import lb_members
 from heat_health.engine import targets as target_resolution
+from heat_health.resources import targeting
 
 LOG = logging.getLogger(__name__)
 
@@ -78,7 +76,7 @@ class _Plan(object):
         self.state = None
 
 
-class LoadBalancer(resource.Resource):
+class LoadBalancer(targeting.TargetsMixin, resource.Resource):
     """An Octavia load balancer whose pool follows servers of this stack.
 
     ``targets`` names servers or groups (ResourceGroup, AutoScalingGroup,
@@ -418,33 +416,6 @@ class LoadBalancer(resource.Resource):
 
     # Validation
 
-    def _invalid(self, message, *path):
-        raise exception.StackValidationFailed(
-            path=[self.stack.t.get_section_name(self.stack.t.RESOURCES),
-                  self.name, 'properties'] + [str(p) for p in path],
-            message=message)
-
-    def _validate_targets(self):
-        seen = set()
-        for index, name in enumerate(self.properties[self.TARGETS]):
-            path = (self.TARGETS, index)
-            if name in seen:
-                self._invalid(_('target "%s" is listed twice') % name, *path)
-            seen.add(name)
-            if name == self.name or name not in self.stack:
-                self._invalid(_('target "%s" is not a resource of this '
-                                'stack') % name, *path)
-            target = self.stack[name]
-            if not isinstance(target, (server.Server,
-                                       resource_group.ResourceGroup,
-                                       instance_group.InstanceGroup)):
-                self._invalid(_('target "%(name)s" is a %(type)s; targets '
-                                'must be servers (OS::Nova::Server) or '
-                                'groups of servers (OS::Heat::ResourceGroup,'
-                                ' OS::Heat::AutoScalingGroup, '
-                                'OS::Heat::InstanceGroup)') %
-                              {'name': name, 'type': target.type()}, *path)
-
     def _validate_pool(self):
         pool = self.properties[self.POOL]
         if pool[self.POOL_ID] and not self.properties[self.LOADBALANCER]:
@@ -559,18 +530,6 @@ class LoadBalancer(resource.Resource):
         self._validate_pool()
         self._validate_vip()
         self._validate_health_monitor()
-
-    def add_dependencies(self, deps):
-        """Create the load balancer after its targets, delete it before.
-
-        Targets are named, not referenced, so Heat would not see the
-        dependency of a get_resource; members are computed from the
-        servers that exist when the create ends.
-        """
-        super(LoadBalancer, self).add_dependencies(deps)
-        for name in self.properties[self.TARGETS] or []:
-            if name != self.name and name in self.stack:
-                deps += (self, self.stack[name])
 
     # Resource data
 
