@@ -102,7 +102,8 @@ def plan(current, added, servers, protocol_port, subnet_id=None,
         resource added before (its resource data); members it did not add
         (a reused pool's) are sent back exactly as they are.
     :param servers: {server id: address} the pool must hold now.
-    :param names: {server id: member name}; the server id by default.
+    :param names: {server id: member name}; without one, a member keeps
+        the name it has (Octavia keeps names left out).
     :returns: the list to send, or None when the pool already holds it.
     """
     # Members added before are ours on any port (the port may have
@@ -114,7 +115,7 @@ def plan(current, added, servers, protocol_port, subnet_id=None,
                if m['address'] not in added_addresses and
                (m['address'], m['protocol_port']) not in wanted]
     names = names or {}
-    mine = full_state(current, {a: names.get(s, s)
+    mine = full_state(current, {a: names.get(s)
                                 for s, a in servers.items()},
                       protocol_port, subnet_id, weights)
     members = sorted(foreign + mine, key=lambda m: (m['address'],

@@ -236,7 +236,7 @@ class LoadBalancer(targeting.TargetsMixin, resource.Resource):
                       'load balancer to use instead of creating one; it is '
                       'never deleted. Its protocol and method stay as '
                       'they are; its members become the targets\' servers '
-                      '(members of other origin are removed).'),
+                      '(members it did not add are kept as they are).'),
                     constraints=[constraints.CustomConstraint(
                         'octavia.pool')],
                 ),

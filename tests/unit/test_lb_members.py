@@ -198,11 +198,13 @@ def test_plan_adds_removes_and_keeps_what_it_did_not_add():
                     name='someone-elses', protocol_port=8080)]
     added = {'s1': {'address': '10.0.0.5'}, 's2': {'address': '10.0.0.6'}}
     members = lb_members.plan(current, added,
-                              {'s1': '10.0.0.5', 's3': '10.0.0.7'}, 80)
+                              {'s1': '10.0.0.5', 's3': '10.0.0.7'}, 80,
+                              names={'s3': 'web/2'})
+    # Without a name a member keeps its own (Octavia keeps names left out).
     assert [(m['address'], m['protocol_port'], m['weight'], m['backup'],
              m.get('name')) for m in members] == [
-        ('10.0.0.5', 80, 5, False, 's1'),
-        ('10.0.0.7', 80, 1, False, 's3'),
+        ('10.0.0.5', 80, 5, False, None),
+        ('10.0.0.7', 80, 1, False, 'web/2'),
         ('10.0.0.99', 8080, 1, True, 'someone-elses')]
 
 
