@@ -147,7 +147,8 @@ class Cloud(object):
                                                 'Default'),
                 project_domain_name=self.creds.get(
                     'OS_PROJECT_DOMAIN_NAME', 'Default'))
-            self._session = ks_session.Session(auth=auth)
+            # A hung service fails the test instead of hanging the run.
+            self._session = ks_session.Session(auth=auth, timeout=60)
         return self._session
 
     def resource_url(self, stack, resource):
