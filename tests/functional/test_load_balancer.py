@@ -185,14 +185,15 @@ def test_member_in_error_is_drained_then_swapped(demo, admin, octavia,
     detected = [e for e in events if e['server_id'] == old_server and
                 e['new_state'] == 'UNHEALTHY']
     assert 'Octavia member' in detected[-1]['reason'], detected
-    assert old_server not in _servers(demo, name)
+    now = _servers(demo, name)
+    assert old_server not in now
     assert len(found) == 2
     # Drained first: weight 0 in Octavia before the new server existed.
     drained_at = watch.first(lambda w: w.get(victim) == 0)
     assert drained_at is not None, watch.seen
-    created = [e for e in h.timeline(admin) if e['event'] == 'created' and
-               e['server_id'] in _servers(demo, name) and
-               e['server_id'] not in servers.values()]
+    new = set(now) - set(servers.values())
+    created = [e for e in h.timeline(admin, next(iter(new)))
+               if e['event'] == 'created']
     assert created, 'no new server in fakecloud'
     assert drained_at < created[0]['time']
     assert [e['new_state'] for e in events
