@@ -788,7 +788,7 @@ class LoadBalancer(targeting.TargetsMixin, resource.Resource):
             return {}
         subnet_id = subnet_id or self._pool_subnet_id()
         neutron = self.client('neutron')
-        cidr = neutron.show_subnet(subnet_id)['subnet']['cidr']
+        cidr = self._subnet_cidr(subnet_id)
         fixed = fixed_addresses(neutron, servers)
         desired, missing = {}, []
         for server_id, path in sorted(servers.items()):
@@ -805,14 +805,19 @@ class LoadBalancer(targeting.TargetsMixin, resource.Resource):
                  'servers': ', '.join(missing)})
         return desired
 
+    def _subnet_cidr(self, subnet_id):
+        """The subnet's CIDR, asked of Neutron once per resource object."""
+        cidrs = self.__dict__.setdefault('_cidrs', {})
+        if subnet_id not in cidrs:
+            cidrs[subnet_id] = self.client('neutron').show_subnet(
+                subnet_id)['subnet']['cidr']
+        return cidrs[subnet_id]
+
     def _record_members(self, current, desired):
-        port = self.properties[self.POOL][self.POOL_PROTOCOL_PORT]
-        ids = {(m['address'], m['protocol_port']): m.get('id')
-               for m in current}
-        self._store_members({
-            wanted['server_id']: {'member_id': ids.get((address, port)),
-                                  'address': address}
-            for address, wanted in desired.items()})
+        self._store_members(lb_members.member_map(
+            current, {w['server_id']: address
+                      for address, w in desired.items()},
+            self.properties[self.POOL][self.POOL_PROTOCOL_PORT]))
 
     def _batch_applied(self, state, pool):
         try:
@@ -829,12 +834,11 @@ class LoadBalancer(targeting.TargetsMixin, resource.Resource):
 
     def _store_spec(self, pool_id, state):
         """What heat-health-engine needs to make the pool follow."""
-        subnet = self.client('neutron').show_subnet(state['subnet_id'])
         spec = {'pool_id': pool_id, 'loadbalancer_id': self.resource_id,
                 'protocol_port': self.properties[self.POOL][
                     self.POOL_PROTOCOL_PORT],
                 'subnet_id': state['subnet_id'],
-                'subnet_cidr': subnet['subnet']['cidr'],
+                'subnet_cidr': self._subnet_cidr(state['subnet_id']),
                 'targets': list(self.properties[self.TARGETS]),
                 'lb_status_timeout': self.properties[self.LB_STATUS_TIMEOUT]}
         self.data_set(lb_members.DATA_SPEC, jsonutils.dumps(spec,
