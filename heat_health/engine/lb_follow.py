@@ -40,7 +40,7 @@ GONE = frozenset(['DELETED', 'SOFT_DELETED'])
 CLIENT_SECONDS = 600
 
 LoadBalancer = collections.namedtuple('LoadBalancer', [
-    'id', 'uuid', 'stack_id', 'name', 'status', 'data'])
+    'id', 'uuid', 'stack_id', 'name', 'data'])
 
 
 class _Targets(object):
@@ -65,20 +65,18 @@ def load_balancers(ctxt):
     rows_by_id = {}
     with heat_db.context_manager.reader.using(ctxt):
         rows = ctxt.session.query(
-            R.id, R.uuid, R.stack_id, R.name, R.action, R.status, D.key,
-            D.value).join(D, D.resource_id == R.id).filter(
+            R.id, R.uuid, R.stack_id, R.name, D.key, D.value).join(
+                D, D.resource_id == R.id).filter(
                 D.key.in_([lb_members.DATA_SPEC, lb_members.DATA_MEMBERS]),
                 R.action != 'DELETE', R.status == 'COMPLETE').all()
     for row in rows:
-        rows_by_id.setdefault(row[:6], {})[row.key] = row.value
+        rows_by_id.setdefault(row[:4], {})[row.key] = row.value
     found = []
-    for (rid, uuid, stack_id, name, action, status), data in sorted(
-            rows_by_id.items()):
+    for (rid, uuid, stack_id, name), data in sorted(rows_by_id.items()):
         spec = lb_members.read_data(data)
         if spec is not None and spec.get('loadbalancer_id') and spec.get(
                 'subnet_cidr'):
-            found.append(LoadBalancer(rid, uuid, stack_id, name,
-                                      '%s_%s' % (action, status), spec))
+            found.append(LoadBalancer(rid, uuid, stack_id, name, spec))
     return found
 
 
@@ -99,7 +97,7 @@ class MemberFollower(object):
         self._clock = clock
         self._resolver = targets_mod.Resolver()
         self._clients = {}   # stack id -> (client, expiry)
-        self._pending = {}   # resource id -> {server id: address} sent
+        self._pending = set()  # resource ids whose batch Octavia applies
         self._stopping = threading.Event()
         self._thread = None
 
@@ -168,8 +166,7 @@ class MemberFollower(object):
         data = lb.data
         wanted, paths = self._wanted(ctxt, lb)
         stored = {s: m['address'] for s, m in data['members'].items()}
-        sent = self._pending.get(lb.id)
-        if sent is None and wanted == stored:
+        if lb.id not in self._pending and wanted == stored:
             return
         pool = lb_members.PoolMembers(self._client(lb.stack_id),
                                       data['pool_id'])
@@ -185,14 +182,14 @@ class MemberFollower(object):
             else:
                 for member in current:
                     pool.client.member_delete(data['pool_id'], member['id'])
-            self._pending[lb.id] = wanted
+            self._pending.add(lb.id)
             LOG.info('Members of load balancer %(name)s (stack %(stack)s) '
                      'sent: %(n)d servers', {'name': lb.name,
                                              'stack': lb.stack_id,
                                              'n': len(wanted)})
             return
         # The pool holds what was sent: store it.
-        self._pending.pop(lb.id, None)
+        self._pending.discard(lb.id)
         heat_db.resource_data_set(
             ctxt, lb.id, lb_members.DATA_MEMBERS,
             jsonutils.dumps(lb_members.member_map(current, wanted, port)))
