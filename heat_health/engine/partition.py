@@ -32,6 +32,21 @@ GROUP = b'heat-health-engines'
 # Seconds a monitor tick waits for the coordination backend.
 REFRESH_TIMEOUT = 2.0
 
+# Points of each engine on the ring. With tooz's default of 32, the
+# busiest of three engines is given 39% of the policies on average and up
+# to 49%; with 1024, 35% and at most 37% (200 rings of random ids).
+RING_PARTITIONS = 2 ** 10
+
+
+def ring(members):
+    """The hash ring of these engine ids, as every engine builds it."""
+    return hashring.HashRing(members, partitions=RING_PARTITIONS)
+
+
+def ring_owner(a_ring, policy_id):
+    """The engine ``a_ring`` gives ``policy_id`` to."""
+    return next(iter(a_ring.get_nodes(policy_id.encode())))
+
 
 class Partition(object):
     """This engine's view of the group; ``owner()`` of any policy.
@@ -143,7 +158,7 @@ class Partition(object):
             LOG.info('heat-health-engines in the group: %s',
                      ', '.join(sorted(members)))
             self.members = members
-            self._ring = hashring.HashRing(members)
+            self._ring = ring(members)
         return self.members
 
     def owner(self, policy_id):
@@ -156,7 +171,7 @@ class Partition(object):
             return self.engine_id
         if self._ring is None:
             return None
-        return next(iter(self._ring.get_nodes(policy_id.encode())))
+        return ring_owner(self._ring, policy_id)
 
     def stop(self):
         self._executor.shutdown(wait=False)

@@ -88,7 +88,7 @@ class TestTracker(base.HeatHealthTestCase):
             session.query(models.Policy).filter_by(id=policy_id).update(
                 values)
 
-    def _load(self, resolutions=None, engine_id=ENGINE):
+    def _load(self, resolutions=None, engine_id=ENGINE, tracker_=None):
         """Load what the monitor hands the tracker, as stored.
 
         The policies this engine owns, their targets and generations.
@@ -102,10 +102,11 @@ class TestTracker(base.HeatHealthTestCase):
         by_policy = {}
         for row in rows:
             by_policy.setdefault(row.policy_id, []).append(row)
-        self.tracker.load(policies, by_policy,
-                          {p.id: p.generation for p in policies},
-                          resolutions)
+        let_go = (tracker_ or self.tracker).load(
+            policies, by_policy, {p.id: p.generation for p in policies},
+            resolutions)
         self.ids = {(row.policy_id, row.server_id): row.id for row in rows}
+        return let_go
 
     def _rows(self):
         with db_api._facade.reader.using(db_api._Session()) as session:
@@ -416,6 +417,27 @@ class TestTracker(base.HeatHealthTestCase):
         self._load(engine_id='engine-2')
         self._observe('s1', obs.UNHEALTHY)
         self.assertEqual(('UNHEALTHY', 'UNHEALTHY'), self._state('pa', 's1'))
+
+    def test_news_fenced_off_is_handed_on_when_the_policy_is_let_go(self):
+        self._add_policy('pa', ['s1'], modes=(EVENTS,))
+        self._add_policy('pb', ['s2'], modes=(EVENTS,))
+        self.assertEqual([], self._load())
+        # engine-2 took pa and looked s1 up; the power-off reaches this
+        # engine before its next claim tells it so.
+        self._update_policy('pa', engine_id='engine-2', generation=2)
+        self._observe('s1', obs.UNHEALTHY, source=EVENTS,
+                      reason='instance.power_off.end')
+        self._observe('s2', obs.HEALTHY, source=EVENTS)
+        self.assertEqual('HEALTHY', self._stored('pa', 's1'))
+        let_go = self._load()
+        self.assertFalse(self.tracker.is_watched('s1'))
+        self.assertEqual([('s1', obs.UNHEALTHY, 'instance.power_off.end')],
+                         [(o.server_id, o.verdict, o.reason) for o in let_go])
+        # Handed to engine-2's tracker, it is the failure it never saw.
+        other = self._tracker('engine-2')
+        self._load(engine_id='engine-2', tracker_=other)
+        other.observe_all(let_go)
+        self.assertEqual('UNHEALTHY', self._stored('pa', 's1'))
 
     def test_restart_resumes_from_the_database(self):
         self._add_policy('pa', ['s1'], modes=(POLL, EVENTS),

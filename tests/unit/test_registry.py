@@ -13,11 +13,11 @@ from heat.tests import utils
 from oslo_db.sqlalchemy import test_fixtures
 from oslo_utils import timeutils
 from oslotest import base as test_base
-from tooz import hashring
 
 from heat_health.db import api as db_api
 from heat_health.db import migration
 from heat_health.engine import endpoint
+from heat_health.engine import partition
 from heat_health.engine import registry
 from heat_health.engine import targets
 from heat_health.objects import policy as policy_object
@@ -137,10 +137,10 @@ class FakePartition(object):
 
     def set_members(self, members):
         self.members = frozenset(members)
-        self._ring = hashring.HashRing(self.members)
+        self._ring = partition.ring(self.members)
 
     def owner(self, policy_id):
-        return next(iter(self._ring.get_nodes(policy_id.encode())))
+        return partition.ring_owner(self._ring, policy_id)
 
 
 def _rows():

@@ -29,6 +29,10 @@ class FakeTracker(object):
     def observe(self, observation):
         self.seen.append(observation.server_id)
 
+    def observe_all(self, observations):
+        for observation in observations:
+            self.observe(observation)
+
 
 class FakeForwarder(object):
     def __init__(self):
@@ -140,9 +144,49 @@ class TestRouter(base.HeatHealthTestCase):
         self.assertEqual([('e2', 's1', 0)], self.forwarder.sent)
 
     def test_received_news_is_never_sent_back_to_this_engine(self):
-        # The database says e1 owns s1, but its tracker does not watch it
-        # yet (its next tick loads it).
         self.tracker.watched = set()
         self.router.receive([_news('s1'), _news('s9')], 1)
         self.assertEqual([], self.forwarder.sent)
         self.assertEqual([], self.tracker.seen)
+
+    def test_news_of_a_server_held_but_not_loaded_is_kept_for_the_load(self):
+        # The database says e1 holds s1, its tracker loads it at its next
+        # tick: a power-off forwarded meanwhile must not be lost.
+        now = [100.0]
+        self.router._clock = lambda: now[0]
+        self.tracker.watched = set()
+        self.router.receive([_news('s1')], 0)
+        self.assertEqual(0, self.router.replay())
+        self.tracker.watched = {'s1'}
+        now[0] += 5
+        self.assertEqual(1, self.router.replay())
+        self.assertEqual(['s1'], self.tracker.seen)
+        self.assertEqual(0, self.router.replay())
+        self.assertEqual(['s1'], self.tracker.seen)
+
+    def test_kept_news_is_dropped_when_never_loaded(self):
+        now = [100.0]
+        self.router._clock = lambda: now[0]
+        self.tracker.watched = set()
+        self.router.receive([_news('s1')], 1)
+        now[0] += routing.KEEP_SECONDS
+        self.router.replay()
+        self.tracker.watched = {'s1'}
+        self.assertEqual(0, self.router.replay())
+        self.assertEqual([], self.tracker.seen)
+
+    def test_stale_index_naming_this_engine_asks_the_database(self):
+        # The index still says e1 watches s1, but e2 took pa and this
+        # engine's tracker let s1 go: the news goes to e2.
+        self._move('pa', 'e2')
+        self.tracker.watched = set()
+        self.router.route(_news('s1'))
+        self.assertEqual([('e2', 's1', routing.MAX_HOPS)],
+                         self.forwarder.sent)
+
+    def test_verdicts_let_go_are_handed_to_the_new_owner(self):
+        self._move('pa', 'e2')
+        self.router.hand_on([_news('s1'), _news('s3')])
+        self.assertEqual({('e2', 's1', routing.MAX_HOPS),
+                          ('e2', 's3', routing.MAX_HOPS)},
+                         set(self.forwarder.sent))

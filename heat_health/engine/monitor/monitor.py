@@ -202,9 +202,12 @@ class Monitor(object):
         if signature != self._signature:
             generations = {pid: self.registry.generation(pid)
                            for pid in self._policies}
-            self.tracker.load(list(self._policies.values()), self._targets,
-                              generations, resolutions)
+            let_go = self.tracker.load(list(self._policies.values()),
+                                       self._targets, generations,
+                                       resolutions)
             self._signature = signature
+            self.router.hand_on(let_go)
+        self.router.replay()
 
     def _heartbeat(self):
         """Tell the group this loop is alive; False without a group.

@@ -10,9 +10,16 @@ own RPC server (topic ``[heat_health] topic``, server = its engine id)
 otherwise. An engine that receives news of a server it no longer owns
 (ownership moved in between) looks the owner up in the database and passes
 it on once more.
+
+A policy changing hands has two windows no index covers: the old owner
+still watches it until its next claim (its writes are fenced by then), and
+the new owner holds it before its tracker has loaded it. So the old owner
+hands on the verdicts of the targets it let go, and the new owner keeps the
+news of servers it holds but has not loaded yet until its next tick.
 """
 
 import threading
+import time
 
 from heat.common import context as heat_context
 from heat.common import messaging
@@ -28,6 +35,9 @@ LOG = logging.getLogger(__name__)
 
 # Forwarded news is passed on at most this many more times.
 MAX_HOPS = 1
+
+# Seconds news of a server held but not yet loaded here is kept for.
+KEEP_SECONDS = 60.0
 
 
 def engine_target(engine_id, conf=cfg.CONF):
@@ -59,12 +69,15 @@ class Router(object):
     :param forwarder: has ``forward(engine_id, observations, hops)``.
     """
 
-    def __init__(self, engine_id, tracker, forwarder=None):
+    def __init__(self, engine_id, tracker, forwarder=None,
+                 clock=time.monotonic):
         self.engine_id = engine_id
         self.tracker = tracker
         self._forwarder = forwarder
+        self._clock = clock
         self._index = {}          # server id -> frozenset of engine ids
         self._lock = threading.Lock()
+        self._kept = []           # (kept at, Observation) not yet loaded
         self.forwarded = 0
 
     def refresh(self):
@@ -87,27 +100,72 @@ class Router(object):
 
     def route(self, observation):
         """Hand one observation to every engine that owns its server."""
-        if self.tracker.is_watched(observation.server_id):
+        watched = self.tracker.is_watched(observation.server_id)
+        if watched:
             self.tracker.observe(observation)
-        for engine in self._index.get(observation.server_id, ()):
-            if engine != self.engine_id:
-                self._forward(engine, [observation], MAX_HOPS)
+        owners = self._index.get(observation.server_id, ())
+        others = [e for e in owners if e != self.engine_id]
+        for engine in others:
+            self._forward(engine, [observation], MAX_HOPS)
+        if owners and not others and not watched:
+            # The index names this engine, the tracker let the server go
+            # since: the database says who holds it now.
+            self.hand_on([observation], MAX_HOPS)
 
     def receive(self, observations, hops):
         """News another engine forwarded: keep it or pass it on."""
-        lost = []
+        rest = []
         for observation in observations:
             if self.tracker.is_watched(observation.server_id):
                 self.tracker.observe(observation)
-            elif hops > 0:
-                lost.append(observation)
-        if not lost:
+            else:
+                rest.append(observation)
+        if rest:
+            self.hand_on(rest, hops - 1)
+
+    def hand_on(self, observations, hops=MAX_HOPS):
+        """News of servers not watched here: to the engines holding them.
+
+        The holders are read from the database. News of a server this
+        engine holds but has not loaded yet is kept for ``replay``; news
+        for another engine is sent when ``hops`` is not negative, and may
+        be passed on ``hops`` more times.
+        """
+        if not observations:
             return
-        owners = db_api.owner_index({o.server_id for o in lost})
-        for observation in lost:
+        owners = db_api.owner_index({o.server_id for o in observations})
+        now = self._clock()
+        for observation in observations:
             for engine in owners.get(observation.server_id, ()):
-                if engine != self.engine_id:
-                    self._forward(engine, [observation], hops - 1)
+                if engine == self.engine_id:
+                    with self._lock:
+                        self._kept.append((now, observation))
+                elif hops >= 0:
+                    self._forward(engine, [observation], hops)
+
+    def replay(self):
+        """Give the tracker the news kept for servers it loaded since.
+
+        Called by the monitor after each load; news still not loaded after
+        ``KEEP_SECONDS`` is dropped (the holder let the server go again).
+        """
+        now = self._clock()
+        with self._lock:
+            kept, self._kept = self._kept, []
+        ready, waiting = [], []
+        for at, observation in kept:
+            if self.tracker.is_watched(observation.server_id):
+                ready.append(observation)
+            elif now - at < KEEP_SECONDS:
+                waiting.append((at, observation))
+            else:
+                LOG.warning('Dropped news of server %s: this engine held '
+                            'it but never loaded it', observation.server_id)
+        with self._lock:
+            self._kept.extend(waiting)
+        if ready:
+            self.tracker.observe_all(ready)
+        return len(ready)
 
     def _forward(self, engine, observations, hops):
         if self._forwarder is None:

@@ -274,6 +274,9 @@ class Tracker(object):
             it in between, and what was seen but not yet stored is kept.
         :param resolutions: {policy id: Resolution} for what suppresses
             targets (stack actions, a suspended stack).
+        :returns: the verdicts held on the targets of the policies no longer
+            watched, for their new owner: what this engine saw after that
+            engine looked its servers up is known nowhere else.
         """
         resolutions = resolutions or {}
         with self._lock:
@@ -307,12 +310,16 @@ class Tracker(object):
                         target.follow(row, policy)
                     new_targets[row.id] = target
                     by_server.setdefault(row.server_id, []).append(target)
+            let_go = [observation for target in self._targets.values()
+                      if target.policy.id not in new_policies
+                      for observation in target.verdicts.values()]
             self._policies = new_policies
             self._targets = new_targets
             self._by_server = {k: tuple(v) for k, v in by_server.items()}
             self._unsettled &= set(new_targets)
             for target_id in set(self._dirty) - set(new_targets):
                 del self._dirty[target_id]
+        return let_go
 
     def is_watched(self, server_id):
         """Cheap: called for every notification about any server."""
