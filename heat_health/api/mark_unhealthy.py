@@ -54,7 +54,7 @@ def _as_bool(value):
         'false.' % (_shown(value), MARK_UNHEALTHY))
 
 
-def _load(raw_body):
+def load_json(raw_body):
     try:
         return json.loads(raw_body)
     except ValueError as e:
@@ -73,7 +73,7 @@ def parse_body(raw_body):
             'The request body is empty: expected a JSON object with a '
             'boolean "%s" key.' % MARK_UNHEALTHY)
     check_size(len(raw_body))
-    body = _load(raw_body)
+    body = load_json(raw_body)
     if not isinstance(body, dict):
         raise errors.bad_request(
             'The request body must be a JSON object, not %s.'

@@ -14,7 +14,9 @@ import routes
 import webob
 
 from heat_health.api import errors
+from heat_health.api import events_query
 from heat_health.api import mark_unhealthy
+from heat_health.api import pause
 from heat_health.common import policies
 from heat_health.rpc import client as rpc_client
 
@@ -23,15 +25,29 @@ LOG = logging.getLogger(__name__)
 RESOURCE_PATH = ('/{tenant_id}/stacks/{stack_name}/{stack_id}'
                  '/resources/{resource_name}')
 HEALTH_PATH = '/{tenant_id}/stacks/{stack_name}/{stack_id}/health'
+STACK_HEALTH_PATH = '/{tenant_id}/stacks/{stack}/health'
+HEALTH_ROUTES = (('', 'health_report', 'GET'),
+                 ('/events', 'health_events', 'GET'),
+                 ('/pause', 'health_pause', 'POST'),
+                 ('/resume', 'health_resume', 'POST'))
 
 
 def _routes():
     mapper = routes.Mapper()
     mapper.connect('mark_unhealthy', RESOURCE_PATH, action='mark_unhealthy',
                    conditions={'method': ['PATCH']})
-    mapper.connect('health_report', HEALTH_PATH, action='health_report',
-                   conditions={'method': ['GET']})
+    # Each health route twice: under the stack's full path, as Heat's own
+    # routes, and under its name or id alone, as the CLI addresses it.
+    for path in (HEALTH_PATH, STACK_HEALTH_PATH):
+        for suffix, action, method in HEALTH_ROUTES:
+            mapper.connect(path + suffix, action=action,
+                           conditions={'method': [method]})
     return mapper
+
+
+def _json(body):
+    return webob.Response(body=jsonutils.dump_as_bytes(body), status=200,
+                          content_type='application/json', charset='UTF-8')
 
 
 class HealthMiddleware(wsgi.Middleware):
@@ -97,18 +113,46 @@ class HealthMiddleware(wsgi.Middleware):
                               content_type='application/json',
                               charset='UTF-8')
 
-    def health_report(self, req, tenant_id, stack_name, stack_id):
-        policies.register(req.context.policy)
-        self._authorize(req, tenant_id, 'health', 'show')
-        identity = identifier.HeatIdentifier(req.context.project_id,
-                                             stack_name, stack_id)
+    def _ask(self, what, call, *args, **kwargs):
+        """An RPC call to heat-health-engine; 503 when it does not answer."""
         try:
-            report = self.rpc.health_report(req.context, dict(identity))
+            return call(*args, **kwargs)
         except oslo_messaging.MessagingTimeout:
-            LOG.error('heat-health-engine did not answer health_report for '
-                      '%s', stack_name)
+            LOG.error('heat-health-engine did not answer %s', what)
             raise errors.service_unavailable(
                 'heat-health-engine did not answer in time.')
-        return webob.Response(body=jsonutils.dump_as_bytes({'health': report}),
-                              status=200, content_type='application/json',
-                              charset='UTF-8')
+
+    def _stack(self, req, tenant_id, action, stack_name=None,
+               stack_id=None, stack=None):
+        """Authorize; the stack as the engine is asked to find it."""
+        policies.register(req.context.policy)
+        self._authorize(req, tenant_id, 'health', action)
+        if stack is not None:
+            return stack
+        return dict(identifier.HeatIdentifier(req.context.project_id,
+                                              stack_name, stack_id))
+
+    def health_report(self, req, tenant_id, **stack):
+        addressed = self._stack(req, tenant_id, 'show', **stack)
+        report = self._ask('health_report', self.rpc.health_report,
+                           req.context, addressed)
+        return _json({'health': report})
+
+    def health_events(self, req, tenant_id, **stack):
+        addressed = self._stack(req, tenant_id, 'show', **stack)
+        query = events_query.parse(req.params)
+        return _json(self._ask('health_events', self.rpc.health_events,
+                               req.context, addressed, **query))
+
+    def _set_paused(self, req, tenant_id, pausing, stack):
+        addressed = self._stack(req, tenant_id, 'pause', **stack)
+        policy, reason = pause.parse_body(req.body, pausing)
+        return _json(self._ask('set_paused', self.rpc.set_paused,
+                               req.context, addressed, pausing,
+                               policy=policy, reason=reason))
+
+    def health_pause(self, req, tenant_id, **stack):
+        return self._set_paused(req, tenant_id, True, stack)
+
+    def health_resume(self, req, tenant_id, **stack):
+        return self._set_paused(req, tenant_id, False, stack)

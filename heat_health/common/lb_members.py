@@ -125,13 +125,22 @@ def plan(current, added, servers, protocol_port, subnet_id=None,
     return members
 
 
-def member_map(current, servers, protocol_port):
-    """{server id: {"member_id", "address"}} once the pool holds them."""
+def member_map(current, servers, protocol_port, paths=None):
+    """{server id: {member_id, address[, path]}} once the pool holds them.
+
+    :param paths: {server id: its place in the stack}: kept, so that the
+        member of a server being replaced is known by its place.
+    """
     ids = {(m['address'], m['protocol_port']): m.get('id') for m in current}
-    return {server_id: {'member_id': ids.get((address, protocol_port)),
-                        'address': address}
-            for server_id, address in servers.items()
-            if (address, protocol_port) in ids}
+    found = {}
+    for server_id, address in servers.items():
+        if (address, protocol_port) not in ids:
+            continue
+        found[server_id] = {'member_id': ids[(address, protocol_port)],
+                            'address': address}
+        if paths and paths.get(server_id):
+            found[server_id]['path'] = paths[server_id]
+    return found
 
 
 def read_data(data):

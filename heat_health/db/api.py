@@ -246,6 +246,41 @@ def policy_set_braked(engine_id, policy_id, generation, reason):
                 synchronize_session=False))
 
 
+def policy_set_paused(policy_ids, pause, user, reason=None):
+    """Pause these policies' healing, or resume it, for ``user``.
+
+    Any engine may write it (an operator's request, not a decision of the
+    owner, so no fencing): the owner reads it at its next claim. Only the
+    policies whose pause changes are written, each with its timeline row
+    in the same transaction. Returns the ids of those.
+    """
+    P = models.Policy
+    now = timeutils.utcnow()
+    if pause:
+        text = 'paused by %s' % user + (': %s' % reason if reason else '')
+    else:
+        text = 'resumed by %s' % user
+    with _facade.writer.using(_Session()) as session:
+        query = session.query(P.id).filter(P.id.in_(list(policy_ids)))
+        query = query.filter(P.paused_at.is_(None) if pause
+                             else P.paused_at.isnot(None))
+        changed = sorted(row.id for row in query)
+        if not changed:
+            return []
+        session.query(P).filter(P.id.in_(changed)).update(
+            {'paused_at': now if pause else None,
+             'paused_by': user[:255] if pause else None,
+             'paused_reason': reason[:255] if pause and reason else None,
+             'updated_at': P.updated_at},
+            synchronize_session=False)
+        session.execute(sa.insert(models.Event.__table__), [{
+            'policy_id': policy_id, 'server_id': None, 'old_state': None,
+            'new_state': 'PAUSED' if pause else 'RESUMED',
+            'reason': text[:255], 'source': 'operator', 'created_at': now}
+            for policy_id in changed])
+    return changed
+
+
 def event_add(events):
     """Store timeline rows that are not state changes (holds, brakes)."""
     if not events:
@@ -508,6 +543,27 @@ def target_get_states(target_ids):
     with _facade.reader.using(_Session()) as session:
         return dict(session.query(models.Target.id, models.Target.state)
                     .filter(models.Target.id.in_(sorted(target_ids))))
+
+
+def event_get_after(policy_ids, marker=None, since=None, limit=None):
+    """Events of these policies, oldest first.
+
+    Only those after ``marker`` (an event id) and at or after ``since``;
+    the newest ``limit`` of them.
+    """
+    if not policy_ids:
+        return []
+    E = models.Event
+    with _facade.reader.using(_Session()) as session:
+        query = session.query(E).filter(E.policy_id.in_(list(policy_ids)))
+        if marker is not None:
+            query = query.filter(E.id > marker)
+        if since is not None:
+            query = query.filter(E.created_at >= since)
+        rows = query.order_by(E.id.desc()).limit(limit).all()
+        for row in rows:
+            session.expunge(row)
+        return rows[::-1]
 
 
 def event_get_recent(policy_ids, limit=50):

@@ -76,6 +76,10 @@ class Policy(BASE):
     # and cleared by its owner; None while it may act.
     braked = sa.Column(sa.String(255))
     braked_since = sa.Column(sa.DateTime)
+    # An operator paused healing (detection goes on); None while it heals.
+    paused_at = sa.Column(sa.DateTime)
+    paused_by = sa.Column(sa.String(255))
+    paused_reason = sa.Column(sa.String(255))
 
 
 class Target(BASE):

@@ -12,6 +12,7 @@ from heat_health.common import config  # noqa: F401  (registers options)
 from heat_health.db import api as db_api
 from heat_health.engine import heat_locks
 from heat_health.engine.monitor import observation as obs
+from heat_health.engine import pausing
 from heat_health.engine import registry as registry_module
 from heat_health.engine import report
 from heat_health.engine import resource_locator
@@ -210,11 +211,51 @@ class HealthEndpoint(object):
 
     # Health report (GET .../stacks/{name}/{id}/health).
 
+    @staticmethod
+    def _stack(ctxt, stack_identity, stack):
+        """The addressed stack: by its identity, or by name or id."""
+        if stack_identity is not None:
+            return resource_locator.find_stack(ctxt, stack_identity)
+        return resource_locator.identify_stack(ctxt, stack)
+
     @expected_heat_errors
-    def health_report(self, ctxt, stack_identity):
+    def health_report(self, ctxt, stack_identity=None, stack=None):
         """The stack's policies, targets and recent events.
 
         Read from our tables, whichever engine watches the policies.
         """
-        stack = resource_locator.find_stack(ctxt, stack_identity)
-        return report.health_report(stack.id)
+        stack = self._stack(ctxt, stack_identity, stack)
+        return report.health_report(stack.id, stack_name=stack.name)
+
+    @expected_heat_errors
+    def health_events(self, ctxt, stack_identity=None, stack=None,
+                      marker=None, since=None, limit=None):
+        """The stack's incident timeline, oldest first."""
+        stack = self._stack(ctxt, stack_identity, stack)
+        if since is not None:
+            since = timeutils.parse_isotime(since).replace(tzinfo=None)
+        return report.timeline(stack.id, marker, since, limit)
+
+    @expected_heat_errors
+    def set_paused(self, ctxt, pause, stack_identity=None, stack=None,
+                   policy=None, reason=None):
+        """Pause or resume the healing of the stack's policies.
+
+        Stored in the policies' rows: the owning engine holds its
+        recoveries from its next claim, and a restart or a takeover keeps
+        the pause. Detection and the report go on.
+        """
+        stack = self._stack(ctxt, stack_identity, stack)
+        chosen = pausing.choose(stack, policy)
+        user = ctxt.username or ctxt.user_name or ctxt.user_id
+        changed = policy_object.Policy.set_paused(
+            [p.id for p in chosen], pause, user, reason)
+        for found in chosen:
+            if found.id in changed:
+                pausing.announce(ctxt, found, pause, user, reason)
+        LOG.info('%(what)s healing of %(n)d policies of stack %(stack)s '
+                 '(%(changed)d changed) for %(user)s',
+                 {'what': 'Paused' if pause else 'Resumed',
+                  'n': len(chosen), 'stack': stack.name,
+                  'changed': len(changed), 'user': user})
+        return report.policies(stack.id, [p.id for p in chosen])

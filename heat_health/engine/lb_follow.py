@@ -144,22 +144,39 @@ class MemberFollower(object):
         return found[0]
 
     def _wanted(self, ctxt, lb):
-        """{server id: address} and {server id: path} of the targets now."""
+        """{server id: address} and {server id: path} of the targets now.
+
+        A place whose new server is not plugged in yet keeps the member of
+        the server it replaces while Nova still has that one (Heat creates
+        the replacement first, and with launch-before-terminate the old
+        server serves until the new one can): the pool never shrinks for a
+        swap.
+        """
         resolved = self._resolver.resolve(ctxt, [_Targets(lb)])[lb.uuid]
         paths = {p['server_id']: p['path'] for p in resolved.places.values()}
-        known = {s: m['address'] for s, m in lb.data['members'].items()
+        stored = lb.data['members']
+        known = {s: m['address'] for s, m in stored.items()
                  if s in paths and m.get('address')}
         unknown = set(paths) - set(known)
-        if unknown:
-            listed = self._list_servers(unknown)
-            for server_id in unknown:
-                server = listed.get(server_id)
-                if server is None or server.status in GONE:
-                    continue
+        if not unknown:
+            return known, paths
+        replaced = {m['path']: s for s, m in stored.items()
+                    if s not in paths and m.get('path') and m.get('address')}
+        listed = self._list_servers(unknown | set(replaced.values()))
+        for server_id in unknown:
+            server = listed.get(server_id)
+            address = None
+            if server is not None and server.status not in GONE:
                 address = lb_members.address_on(lb.data['subnet_cidr'],
                                                 server.addresses or ())
-                if address:
-                    known[server_id] = address
+            if address:
+                known[server_id] = address
+                continue
+            old = replaced.get(paths[server_id])
+            if old is not None and old in listed and \
+                    listed[old].status not in GONE:
+                known[old] = stored[old]['address']
+                paths[old] = paths[server_id]
         return known, paths
 
     def _follow(self, ctxt, lb):
@@ -192,4 +209,5 @@ class MemberFollower(object):
         self._pending.discard(lb.id)
         heat_db.resource_data_set(
             ctxt, lb.id, lb_members.DATA_MEMBERS,
-            jsonutils.dumps(lb_members.member_map(current, wanted, port)))
+            jsonutils.dumps(lb_members.member_map(current, wanted, port,
+                                                  paths)))

@@ -12,6 +12,9 @@ from heat_health.objects import target as target_object
 
 EVENTS_SHOWN = 50
 
+# At most this many events in one answer of the timeline.
+EVENTS_MAX = 1000
+
 
 def _time(value):
     return value.isoformat() if value is not None else None
@@ -54,12 +57,15 @@ def _policy(policy, targets):
             'recovery_mode': spec.recovery.mode,
             'braked': policy.braked,
             'braked_since': _time(policy.braked_since),
+            'paused': policy.paused and dict(
+                policy.paused, at=_time(policy.paused['at'])),
             'counts': dict(collections.Counter(t.state for t in targets)),
             'targets': [_target(t) for t in targets]}
 
 
 def _event(event):
-    return {'policy_id': event.policy_id,
+    return {'id': event.id,
+            'policy_id': event.policy_id,
             'server_id': event.server_id,
             'old_state': event.old_state,
             'new_state': event.new_state,
@@ -68,12 +74,40 @@ def _event(event):
             'time': _time(event.created_at)}
 
 
-def health_report(stack_id, events_shown=EVENTS_SHOWN):
-    """{stack_id, policies: [...], events: [...newest first]}."""
+def health_report(stack_id, events_shown=EVENTS_SHOWN, stack_name=None):
+    """{stack_id, stack_name, policies: [...], events: [...newest first]}."""
     policies = policy_object.Policy.get_all_by_stack(stack_id)
     ids = [p.id for p in policies]
     targets = target_object.Target.get_all_by_policies(ids)
     events = event_object.Event.get_recent(ids, events_shown)
     return {'stack_id': stack_id,
+            'stack_name': stack_name,
             'policies': [_policy(p, targets.get(p.id, [])) for p in policies],
             'events': [_event(e) for e in events]}
+
+
+def policies(stack_id, policy_ids):
+    """{policies: [...]} of these policies of the stack, as now stored."""
+    found = [p for p in policy_object.Policy.get_all_by_stack(stack_id)
+             if p.id in policy_ids]
+    targets = target_object.Target.get_all_by_policies([p.id for p in found])
+    return {'policies': [_policy(p, targets.get(p.id, [])) for p in found]}
+
+
+def timeline(stack_id, marker=None, since=None, limit=None):
+    """{events: [...oldest first]} of the stack's policies.
+
+    Each event also names its policy (resource name) and its server's
+    place in the stack where that server is still watched.
+    """
+    policies = policy_object.Policy.get_all_by_stack(stack_id)
+    names = {p.id: p.resource_name for p in policies}
+    paths = {t.server_id: t.path
+             for targets in target_object.Target.get_all_by_policies(
+                 list(names)).values()
+             for t in targets}
+    limit = min(limit or EVENTS_MAX, EVENTS_MAX)
+    events = event_object.Event.get_after(list(names), marker, since, limit)
+    return {'events': [dict(_event(e), policy=names.get(e.policy_id),
+                            path=paths.get(e.server_id))
+                       for e in events]}

@@ -6,12 +6,14 @@ a group, i.e. a resource of a nested stack; so a physical id that is not in
 the addressed stack is also looked up in its nested stacks.
 """
 
+from heat.common import context as heat_context
 from heat.common import exception
 from heat.common import identifier
 from heat.db import api as heat_db
 from heat.engine import service as heat_service
 from heat.engine import stack as parser
 from heat.objects import stack as stack_object
+from oslo_utils import uuidutils
 
 
 def _get_stack(ctxt, stack_identity):
@@ -34,6 +36,28 @@ def find_stack(ctxt, stack_identity):
     Raises Heat's EntityNotFound (404) or InvalidTenant (403) otherwise.
     """
     return _get_stack(ctxt, stack_identity)
+
+
+def identify_stack(ctxt, name_or_id):
+    """The caller's stack with this name or id, as Heat's lookup finds it.
+
+    Raises EntityNotFound (404) when there is none, and Forbidden (403)
+    for the id of another project's stack, as Heat answers a path into
+    another project; a name is only looked up in the caller's project.
+    """
+    stack = None
+    if uuidutils.is_uuid_like(name_or_id):
+        stack = stack_object.Stack.get_by_id(ctxt, name_or_id)
+    if stack is None:
+        stack = stack_object.Stack.get_by_name(ctxt, name_or_id)
+    if stack is None and uuidutils.is_uuid_like(name_or_id):
+        if stack_object.Stack.get_by_id(heat_context.get_admin_context(),
+                                        name_or_id) is not None:
+            raise exception.Forbidden(
+                'Stack %s belongs to another project.' % name_or_id)
+    if stack is None:
+        raise exception.EntityNotFound(entity='Stack', name=name_or_id)
+    return stack
 
 
 def _nested_in(ctxt, stack_id, root_id, max_depth):

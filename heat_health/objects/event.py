@@ -36,3 +36,9 @@ class Event(base.VersionedObject, base.VersionedObjectDictCompat):
         """The newest events of these policies, newest first."""
         return [cls._from_db_object(row)
                 for row in db_api.event_get_recent(policy_ids, limit)]
+
+    @classmethod
+    def get_after(cls, policy_ids, marker=None, since=None, limit=None):
+        """Events oldest first, after an event id and from a time."""
+        return [cls._from_db_object(row) for row in db_api.event_get_after(
+            policy_ids, marker, since, limit)]

@@ -14,7 +14,8 @@ class Policy(base.VersionedObject, base.VersionedObjectDictCompat):
     # Version 1.0: Initial version
     # Version 1.1: generation, handoff_to, suspended
     # Version 1.2: braked, braked_since
-    VERSION = '1.2'
+    # Version 1.3: paused_at, paused_by, paused_reason
+    VERSION = '1.3'
 
     fields = {
         'id': fields.StringField(),
@@ -34,6 +35,10 @@ class Policy(base.VersionedObject, base.VersionedObjectDictCompat):
         # Why the policy stopped acting, if it did.
         'braked': fields.StringField(nullable=True),
         'braked_since': fields.DateTimeField(nullable=True),
+        # An operator paused its healing: when, who, why.
+        'paused_at': fields.DateTimeField(nullable=True),
+        'paused_by': fields.StringField(nullable=True),
+        'paused_reason': fields.StringField(nullable=True),
         'created_at': fields.DateTimeField(),
         'updated_at': fields.DateTimeField(nullable=True),
     }
@@ -78,6 +83,19 @@ class Policy(base.VersionedObject, base.VersionedObjectDictCompat):
             return False
         return db_api.policy_set_suspended(policy_id, suspended,
                                            policy.parsed.grace)
+
+    @classmethod
+    def set_paused(cls, policy_ids, pause, user, reason=None):
+        """Pause or resume healing; the ids whose pause changed."""
+        return db_api.policy_set_paused(policy_ids, pause, user, reason)
+
+    @property
+    def paused(self):
+        """Who paused its healing, when and why; None while it heals."""
+        if self.paused_at is None:
+            return None
+        return {'by': self.paused_by, 'at': self.paused_at,
+                'reason': self.paused_reason}
 
     @classmethod
     def other_owners(cls, engine_id):

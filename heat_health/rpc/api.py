@@ -5,7 +5,8 @@
 #       register may carry a deadline (ignored by engines that predate it)
 # 1.2 - observe (news forwarded to the owning engine's own server),
 #       set_policy_suspended
-RPC_API_VERSION = '1.2'
+# 1.3 - health_events, set_paused
+RPC_API_VERSION = '1.3'
 
 MARK_UNHEALTHY = 'mark_unhealthy'
 
@@ -16,8 +17,13 @@ SOURCE_API = 'api'
 REGISTER_POLICY = 'register_policy'
 UNREGISTER_POLICY = 'unregister_policy'
 
-# Health report (GET .../stacks/{name}/{id}/health).
+# Health report (GET .../stacks/{name}/{id}/health) and timeline
+# (GET .../health/events).
 HEALTH_REPORT = 'health_report'
+HEALTH_EVENTS = 'health_events'
+
+# An operator pauses or resumes healing (POST .../health/pause, resume).
+SET_PAUSED = 'set_paused'
 
 # Between engines: Nova news forwarded to the engine owning the server.
 OBSERVE = 'observe'

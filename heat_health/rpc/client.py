@@ -29,6 +29,13 @@ class _Client(object):
         return cctxt.call(ctxt, method, **kwargs)
 
 
+def _addressed(stack):
+    """The RPC arguments naming a stack: its identity, or name or id."""
+    if isinstance(stack, dict):
+        return {'stack_identity': dict(stack)}
+    return {'stack': stack}
+
+
 class HealthClient(_Client):
 
     def __init__(self):
@@ -46,10 +53,23 @@ class HealthClient(_Client):
                           resource_status_reason=resource_status_reason,
                           source=source)
 
-    def health_report(self, ctxt, stack_identity):
-        """Policies, targets and recent events of a stack (a dict)."""
-        return self._call(ctxt, rpc_api.HEALTH_REPORT,
-                          stack_identity=dict(stack_identity))
+    def health_report(self, ctxt, stack):
+        """Policies, targets and recent events of a stack (a dict).
+
+        :param stack: the stack's identity (a dict), or its name or id.
+        """
+        return self._call(ctxt, rpc_api.HEALTH_REPORT, **_addressed(stack))
+
+    def health_events(self, ctxt, stack, marker=None, since=None,
+                      limit=None):
+        """{events: [...oldest first]} of the stack's policies."""
+        return self._call(ctxt, rpc_api.HEALTH_EVENTS, marker=marker,
+                          since=since, limit=limit, **_addressed(stack))
+
+    def set_paused(self, ctxt, stack, pause, policy=None, reason=None):
+        """Pause or resume healing; {policies: [...]} of those named."""
+        return self._call(ctxt, rpc_api.SET_PAUSED, pause=pause,
+                          policy=policy, reason=reason, **_addressed(stack))
 
 
 class RegistryClient(_Client):

@@ -44,6 +44,12 @@ def admin():
     return _user('admin')
 
 
+@pytest.fixture(scope='session')
+def alt_demo():
+    """A member of another project than demo's."""
+    return _user('alt_demo')
+
+
 @pytest.fixture
 def stacks(demo):
     """Create stacks as demo; delete them after the test."""

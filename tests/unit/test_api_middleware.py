@@ -231,3 +231,95 @@ class TestMarkUnhealthyContract(_FilterTestCase):
         resp = req.get_response(self.app)
         self.assertEqual(200, resp.status_int, resp.body)
         self.assertEqual({'health': {'policies': []}}, json.loads(resp.body))
+
+
+class TestPauseAndTimeline(_FilterTestCase):
+    """POST .../health/pause|resume and GET .../health/events."""
+
+    HEALTH = '/v1/p1/stacks/web/5d6f/health'
+
+    def setUp(self):
+        super(TestPauseAndTimeline, self).setUp()
+        self.filter._rpc = mock.Mock()
+        self.filter._rpc.set_paused.return_value = {'policies': []}
+        self.filter._rpc.health_events.return_value = {'events': []}
+
+    def _request(self, method, suffix, body=None, roles=('member', 'reader'),
+                 query=''):
+        req = webob.Request.blank(self.HEALTH + suffix + query, method=method)
+        if body is not None:
+            req.body = (body if isinstance(body, bytes)
+                        else json.dumps(body).encode())
+        req.context = context.RequestContext(
+            project_id='p1', user_id='u1', roles=list(roles))
+        return req.get_response(self.app)
+
+    def _message(self, resp, code):
+        self.assertEqual(code, resp.status_int, resp.body)
+        return json.loads(resp.body)['error']['message']
+
+    def test_pause_passes_policy_and_reason(self):
+        resp = self._request('POST', '/pause', {'policy': 'health',
+                                                'reason': 'kernel upgrade'})
+        self.assertEqual(200, resp.status_int, resp.body)
+        self.assertEqual({'policies': []}, json.loads(resp.body))
+        args, kwargs = self.filter._rpc.set_paused.call_args
+        self.assertEqual(True, args[2])
+        self.assertEqual({'policy': 'health', 'reason': 'kernel upgrade'},
+                         kwargs)
+
+    def test_resume_without_body_means_every_policy(self):
+        resp = self._request('POST', '/resume')
+        self.assertEqual(200, resp.status_int, resp.body)
+        args, kwargs = self.filter._rpc.set_paused.call_args
+        self.assertEqual((False, {'policy': None, 'reason': None}),
+                         (args[2], kwargs))
+
+    def test_bad_pause_bodies_are_400(self):
+        for suffix, body, words in [
+                ('/pause', b'[1]', 'must be a JSON object'),
+                ('/pause', b'{', 'not valid JSON'),
+                ('/pause', {'policy': 7}, '"policy" must be a non-empty'),
+                ('/pause', {'reason': 'x' * 256}, 'more than 255'),
+                ('/pause', {'why': 'x'}, 'Invalid keys: why'),
+                ('/resume', {'reason': 'x'}, 'Invalid keys: reason')]:
+            self.assertIn(words, self._message(
+                self._request('POST', suffix, body), 400))
+        self.filter._rpc.set_paused.assert_not_called()
+
+    def test_reader_may_read_the_timeline_but_not_pause(self):
+        for suffix in ('/pause', '/resume'):
+            self.assertIn('health:pause', self._message(
+                self._request('POST', suffix, roles=('reader',)), 403))
+        self.filter._rpc.set_paused.assert_not_called()
+        resp = self._request('GET', '/events', roles=('reader',))
+        self.assertEqual(200, resp.status_int, resp.body)
+
+    def test_timeline_query_is_checked_and_passed(self):
+        resp = self._request('GET', '/events',
+                             query='?marker=12&since=2026-11-23T10:00:00Z'
+                                   '&limit=5')
+        self.assertEqual(200, resp.status_int, resp.body)
+        self.assertEqual({'marker': 12, 'since': '2026-11-23T10:00:00',
+                          'limit': 5},
+                         self.filter._rpc.health_events.call_args[1])
+        for query, words in [('?marker=x', '"marker" must be an integer'),
+                             ('?marker=-1', 'at least 0'),
+                             ('?limit=0', 'from 1 to 1000'),
+                             ('?since=yesterday', 'ISO 8601')]:
+            self.assertIn(words, self._message(
+                self._request('GET', '/events', query=query), 400))
+
+    def test_stack_named_alone_is_passed_for_the_engine_to_find(self):
+        self.filter._rpc.health_report.return_value = {'policies': []}
+        for method, suffix, call in [('GET', '', 'health_report'),
+                                     ('GET', '/events', 'health_events'),
+                                     ('POST', '/pause', 'set_paused')]:
+            req = webob.Request.blank('/v1/p1/stacks/web/health' + suffix,
+                                      method=method)
+            req.context = context.RequestContext(
+                project_id='p1', user_id='u1', roles=['member', 'reader'])
+            resp = req.get_response(self.app)
+            self.assertEqual(200, resp.status_int, resp.body)
+            self.assertEqual('web', getattr(self.filter._rpc, call)
+                             .call_args[0][1])

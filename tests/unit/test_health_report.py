@@ -15,6 +15,7 @@ from heat_health.api import middleware
 from heat_health.common import policies
 from heat_health.db import api as db_api
 from heat_health.db import models
+from heat_health.engine import pausing
 from tests.unit import base
 from tests.unit import test_engine_endpoint
 
@@ -78,12 +79,17 @@ class TestReportRoute(base.HeatHealthTestCase):
         self.rpc.error = oslo_messaging.MessagingTimeout()
         self.assertEqual(503, self._get().status_int)
 
-    def test_rule_is_documented(self):
-        rule, = policies.list_rules()
-        self.assertEqual('health:show', rule.name)
-        self.assertEqual('role:reader and project_id:%(project_id)s',
-                         rule.check_str)
-        self.assertEqual(['project'], rule.scope_types)
+    def test_rules_are_documented(self):
+        show, pause = policies.list_rules()
+        self.assertEqual(('health:show',
+                          'role:reader and project_id:%(project_id)s'),
+                         (show.name, show.check_str))
+        self.assertEqual(('health:pause',
+                          'role:member and project_id:%(project_id)s'),
+                         (pause.name, pause.check_str))
+        self.assertEqual({'POST'}, {o['method'] for o in pause.operations})
+        for rule in (show, pause):
+            self.assertEqual(['project'], rule.scope_types)
 
 
 class TestEngineReport(test_engine_endpoint.StackTestCase):
@@ -162,3 +168,115 @@ class TestEngineReport(test_engine_endpoint.StackTestCase):
             return self.endpoint.health_report(ctx or self.ctx, identity)
         except oslo_messaging.ExpectedException as e:
             raise e.exc_info[1]
+
+
+class TestEnginePause(test_engine_endpoint.StackTestCase):
+    """set_paused and health_events, on the engine's tables."""
+
+    def setUp(self):
+        super(TestEnginePause, self).setUp()
+        for policy_id, name in (('pol-1', 'health'), ('pol-2', 'watch')):
+            with db_api._facade.writer.using(db_api._Session()) as session:
+                session.add(models.Policy(
+                    id=policy_id, stack_id=self.top.id, resource_name=name,
+                    project_id='tenant-1', enabled=True, generation=1,
+                    spec={}))
+                session.flush()
+                session.add(models.Target(
+                    policy_id=policy_id, server_id='srv-1',
+                    stack_id=self.top.id, resource_name='web', path='web',
+                    state='HEALTHY'))
+        self.notified = []
+        self.patchobject(pausing, 'announce', side_effect=lambda *a:
+                         self.notified.append((a[1].id, a[2], a[3], a[4])))
+
+    def _call(self, method, *args, **kwargs):
+        try:
+            return getattr(self.endpoint, method)(
+                self.ctx, *args, stack_identity=dict(self.top.identifier()),
+                **kwargs)
+        except oslo_messaging.ExpectedException as e:
+            raise e.exc_info[1]
+
+    def test_pause_one_policy_is_stored_shown_and_announced(self):
+        answer = self._call('set_paused', True, policy='health',
+                            reason='kernel upgrade')
+        policy, = answer['policies']
+        self.assertEqual('health', policy['resource_name'])
+        self.assertEqual('kernel upgrade', policy['paused']['reason'])
+        self.assertEqual(self.ctx.username, policy['paused']['by'])
+        report = self._call('health_report')
+        paused = {p['resource_name']: p['paused'] for p in
+                  report['policies']}
+        self.assertIsNone(paused['watch'])
+        self.assertEqual(policy['paused'], paused['health'])
+        self.assertEqual([('pol-1', True, self.ctx.username,
+                           'kernel upgrade')], self.notified)
+        # Pausing again changes nothing and announces nothing.
+        self._call('set_paused', True, policy='pol-1', reason='again')
+        self.assertEqual(1, len(self.notified))
+        self.assertEqual('kernel upgrade', self._call(
+            'health_report')['policies'][0]['paused']['reason'])
+
+    def test_resume_without_a_name_resumes_every_policy(self):
+        self._call('set_paused', True)
+        answer = self._call('set_paused', False)
+        self.assertEqual([None, None],
+                         [p['paused'] for p in answer['policies']])
+        events = self._call('health_events')['events']
+        self.assertEqual(
+            [('health', 'PAUSED'), ('watch', 'PAUSED'),
+             ('health', 'RESUMED'), ('watch', 'RESUMED')],
+            sorted([(e['policy'], e['new_state']) for e in events],
+                   key=lambda e: (e[1] != 'PAUSED', e[0])))
+        self.assertEqual('resumed by %s' % self.ctx.username,
+                         events[-1]['reason'])
+
+    def test_unknown_policy_is_not_found(self):
+        self.assertRaises(exception.EntityNotFound, self._call,
+                          'set_paused', True, policy='nope')
+        self.assertEqual([], self.notified)
+
+    def test_timeline_is_oldest_first_after_the_marker(self):
+        now = timeutils.utcnow()
+        db_api.event_add([{
+            'policy_id': 'pol-1', 'server_id': 'srv-1',
+            'old_state': old, 'new_state': new, 'reason': new.lower(),
+            'source': 'LIFECYCLE_EVENTS',
+            'created_at': now + datetime.timedelta(seconds=n)}
+            for n, (old, new) in enumerate([('HEALTHY', 'UNHEALTHY'),
+                                            ('UNHEALTHY', 'RECOVERING'),
+                                            ('RECOVERING', 'VERIFYING')])])
+        events = self._call('health_events')['events']
+        self.assertEqual(['UNHEALTHY', 'RECOVERING', 'VERIFYING'],
+                         [e['new_state'] for e in events])
+        self.assertEqual(('health', 'web'),
+                         (events[0]['policy'], events[0]['path']))
+        later = self._call('health_events', marker=events[0]['id'])
+        self.assertEqual(['RECOVERING', 'VERIFYING'],
+                         [e['new_state'] for e in later['events']])
+        newest = self._call('health_events', limit=1)['events']
+        self.assertEqual(['VERIFYING'], [e['new_state'] for e in newest])
+        since = (now + datetime.timedelta(seconds=2)).isoformat()
+        self.assertEqual(['VERIFYING'], [
+            e['new_state'] for e in
+            self._call('health_events', since=since)['events']])
+
+    def test_stack_by_name_or_id_and_another_projects_stack(self):
+        def report(ref, ctx):
+            try:
+                return self.endpoint.health_report(ctx, stack=ref)
+            except oslo_messaging.ExpectedException as e:
+                raise e.exc_info[1]
+        for ref in (self.top.name, self.top.id):
+            self.assertEqual(self.top.id, report(ref, self.ctx)['stack_id'])
+        other = utils.dummy_context(tenant_id='tenant-2')
+        # Its id exists but is not theirs: forbidden, as Heat answers a
+        # path into another project; its name is simply not found.
+        error = self.assertRaises(exception.Forbidden, report, self.top.id,
+                                  other)
+        self.assertIn('another project', str(error))
+        self.assertRaises(exception.EntityNotFound, report, self.top.name,
+                          other)
+        self.assertRaises(exception.EntityNotFound, report,
+                          '0d9f3c2e-8a8b-4b7e-9f00-1c2d3e4f5a6b', self.ctx)

@@ -11,12 +11,15 @@ from heat_health.engine.recovery import planner
 NOW = datetime.datetime(2026, 11, 23, 12, 0, 0)
 
 
-def _policy(recovery=None, frozen=None, busy=(), grace=300):
+def _policy(recovery=None, frozen=None, busy=(), grace=300, paused=None):
     spec = policy_spec.PolicySpec.parse({
         'targets': ['group'], 'recovery': recovery or {},
         'detection': {'node_update_timeout': grace}})
-    return types.SimpleNamespace(spec=spec, busy=busy,
+    return types.SimpleNamespace(spec=spec, busy=busy, paused=paused,
                                  frozen=lambda: frozen)
+
+
+PAUSED = {'by': 'ops', 'at': NOW, 'reason': 'kernel upgrade'}
 
 
 def _target(n, state=states.HEALTHY, **kw):
@@ -143,6 +146,28 @@ class PlanTest(unittest.TestCase):
         target.recovery['deadline'] = (
             NOW + datetime.timedelta(seconds=1)).isoformat()
         self.assertEqual([], planner.plan(_policy(), [target], NOW).steps)
+
+    def test_pause_holds_new_actions_and_carries_issued_ones_through(self):
+        failed = _target(1, states.UNHEALTHY)
+        overdue = _target(2, states.VERIFYING, recovery={
+            'step': 0, 'action': 'REBOOT', 'verify_seconds': 30,
+            'deadline': (NOW - datetime.timedelta(seconds=1)).isoformat()})
+        issued = _target(3, states.RECOVERING, recovery={'stage': 'issued'})
+        plan = planner.plan(_policy(paused=PAUSED),
+                            [failed, overdue, issued], NOW)
+        self.assertEqual([('Hold', 1), ('Hold', 2), ('Advance', 3)],
+                         sorted(_kinds(plan), key=lambda k: k[1]))
+        self.assertEqual({'healing paused by ops: kernel upgrade'},
+                         {s.reason for s in plan.steps
+                          if isinstance(s, planner.Hold)})
+        # A disabled policy says so first; resumed, both act again.
+        plan = planner.plan(_policy(frozen='the policy is disabled',
+                                    paused=PAUSED), [failed], NOW)
+        self.assertEqual('the policy is disabled', plan.steps[0].reason)
+        plan = planner.plan(_policy({'max_concurrent': 2}), [failed, overdue],
+                            NOW)
+        self.assertEqual([('Escalate', 2), ('Start', 1)],
+                         sorted(_kinds(plan)))
 
     def test_escalated_target_starts_at_its_next_step(self):
         target = _target(1, states.UNHEALTHY, recovery={

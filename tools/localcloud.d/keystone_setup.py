@@ -116,6 +116,11 @@ class Setup(object):
         self.grant('member', demo, project=demo_project)
         reader = self.user('reader', ENV['LC_READER_PASSWORD'])
         self.grant('reader', reader, project=demo_project)
+        # A member of another project, as devstack's alt_demo: what one
+        # project may not see or do to another's stacks.
+        alt_project = self.project('alt_demo', 'A second project')
+        alt_demo = self.user('alt_demo', ENV['LC_DEMO_PASSWORD'])
+        self.grant('member', alt_demo, project=alt_project)
 
         heat_url = ENV['LC_HEAT_URL'] + '/v1/%(tenant_id)s'
         self.service('heat', 'orchestration', 'Heat Orchestration Service',

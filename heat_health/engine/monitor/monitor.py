@@ -191,7 +191,7 @@ class Monitor(object):
                        for pid, p in self._policies.items()}
         signature = (
             tuple(sorted((p.id, repr(p.spec), p.enabled, p.suspended,
-                          self.registry.generation(p.id))
+                          self.registry.generation(p.id), repr(p.paused))
                          for p in self._policies.values())),
             tuple(sorted((pid, r.busy, r.suspended)
                          for pid, r in resolutions.items())),

@@ -78,7 +78,7 @@ class WatchedPolicy(object):
     """
 
     __slots__ = ('id', 'stack_id', 'spec', 'generation', 'suspended',
-                 'busy')
+                 'busy', 'paused')
 
     def __init__(self, policy, generation, resolution=None):
         self.id = policy.id
@@ -89,6 +89,8 @@ class WatchedPolicy(object):
                               (resolution is not None and
                                resolution.suspended))
         self.busy = resolution.busy if resolution is not None else ()
+        # An operator's pause: {by, at, reason} or None.
+        self.paused = getattr(policy, 'paused', None)
 
     @property
     def modes(self):

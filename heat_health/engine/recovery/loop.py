@@ -31,6 +31,7 @@ from heat_health.engine.monitor import states
 from heat_health.engine.recovery import nova_actions
 from heat_health.engine.recovery import planner
 from heat_health.engine.recovery import settled_state
+from heat_health.objects import policy as policy_object
 
 LOG = logging.getLogger(__name__)
 
@@ -280,6 +281,11 @@ class RecoveryLoop(object):
         if status not in _ACTIONABLE or action in ('DELETE', 'SUSPEND'):
             raise StepFailed('stack is %s_%s' % (action, status))
 
+    @staticmethod
+    def _paused_now(policy):
+        stored = policy_object.Policy.get(policy.id)
+        return stored.paused if stored is not None else None
+
     def _ladder(self, policy, found):
         """The actions for this incident, cheapest first."""
         spec = policy.spec.recovery
@@ -297,6 +303,11 @@ class RecoveryLoop(object):
             self._stack_ready(policy)
         except StepFailed as e:
             self._hold(policy, target, 'not now: %s' % e, self._clock())
+            return
+        # A pause stored since this engine's last claim holds it too.
+        paused = planner.paused_reason(self._paused_now(policy))
+        if paused:
+            self._hold(policy, target, paused, self._clock())
             return
         nova = self._actions(policy.stack_id)
         try:

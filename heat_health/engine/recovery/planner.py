@@ -8,7 +8,7 @@ see), the limits on concurrent recoveries, the back-off between attempts
 with noise, the give-up after too many attempts within a window, the
 escalation when an action did not heal within its deadline, and what
 holds a recovery back (OBSERVE, a disabled or suspended policy, a stack
-action on the member, the grace).
+action on the member, the grace, an operator's pause).
 """
 
 import collections
@@ -88,10 +88,25 @@ def brake(targets, spec, blind=None):
     return None
 
 
+def paused_reason(paused):
+    """Why an operator's pause ({by, at, reason}) holds new actions."""
+    if not paused:
+        return None
+    return 'healing paused by %s%s' % (
+        paused['by'], ': %s' % paused['reason'] if paused['reason'] else '')
+
+
+def _paused(policy):
+    return paused_reason(getattr(policy, 'paused', None))
+
+
 def _hold_reason(target, policy, now):
     frozen = policy.frozen()
     if frozen:
         return frozen
+    paused = _paused(policy)
+    if paused:
+        return paused
     if target.place in policy.busy:
         return 'a stack action is working on %s' % target.path
     grace = parse_time(target.grace_until)
@@ -138,7 +153,9 @@ def plan(policy, targets, now, running=0, engine_room=None, blind=None):
             steps.append(Advance(target))
         elif state == states.VERIFYING:
             recovery = target.recovery or {}
-            if _deadline_passed(target, now):
+            if _deadline_passed(target, now) and _paused(policy):
+                steps.append(Hold(target, _paused(policy)))
+            elif _deadline_passed(target, now):
                 action = ' '.join([recovery.get('action', 'the action')] +
                                   list((recovery.get('params') or {})
                                        .values()))

@@ -1,0 +1,58 @@
+"""Which servers the member follower wants in a pool during a swap."""
+
+import types
+import unittest
+
+from heat_health.common import nova_adapter
+from heat_health.engine import lb_follow
+
+CIDR = '10.0.1.0/24'
+
+
+def _server(status, address=None):
+    addresses = (address,) if address else ()
+    return nova_adapter.Server(status, addresses, 'web')
+
+
+class FakeResolver(object):
+    def __init__(self, places):
+        self.places = places
+
+    def resolve(self, ctxt, policies):
+        return {policies[0].id: types.SimpleNamespace(places={
+            ('nested', path): {'server_id': server_id, 'path': path}
+            for server_id, path in self.places.items()})}
+
+
+class WantedTest(unittest.TestCase):
+
+    def _wanted(self, places, servers):
+        follower = lb_follow.MemberFollower(
+            octavia_client=None, list_servers=lambda ids: {
+                i: servers[i] for i in ids if i in servers})
+        follower._resolver = FakeResolver(places)
+        lb = lb_follow.LoadBalancer(1, 'lb-uuid', 'stack', 'lb', {
+            'subnet_cidr': CIDR, 'targets': ['web'],
+            'members': {'old': {'member_id': 'm1', 'address': '10.0.1.5',
+                                'path': 'web/0'},
+                        'other': {'member_id': 'm2', 'address': '10.0.1.6',
+                                  'path': 'web/1'}}})
+        return follower._wanted(None, lb)
+
+    def test_the_old_member_stays_until_its_replacement_is_plugged_in(self):
+        places = {'new': 'web/0', 'other': 'web/1'}
+        wanted, paths = self._wanted(places, {'new': _server('BUILD'),
+                                              'old': _server('ACTIVE')})
+        self.assertEqual({'old': '10.0.1.5', 'other': '10.0.1.6'}, wanted)
+        self.assertEqual('web/0', paths['old'])
+        # Plugged in: swapped in one batch.
+        wanted, _ = self._wanted(places, {
+            'new': _server('ACTIVE', '10.0.1.7'), 'old': _server('ACTIVE')})
+        self.assertEqual({'new': '10.0.1.7', 'other': '10.0.1.6'}, wanted)
+
+    def test_a_replaced_server_nova_no_longer_has_is_not_kept(self):
+        places = {'new': 'web/0', 'other': 'web/1'}
+        for servers in ({'new': _server('BUILD')},
+                        {'new': _server('BUILD'), 'old': _server('DELETED')}):
+            wanted, _ = self._wanted(places, servers)
+            self.assertEqual({'other': '10.0.1.6'}, wanted)
