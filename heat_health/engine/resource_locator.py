@@ -41,7 +41,7 @@ def find_stack(ctxt, stack_identity):
 def identify_stack(ctxt, name_or_id):
     """The caller's stack with this name or id, as Heat's lookup finds it.
 
-    Raises EntityNotFound (404) when there is none, and Forbidden (403)
+    Raises EntityNotFound (404) when there is none, and InvalidTenant (403)
     for the id of another project's stack, as Heat answers a path into
     another project; a name is only looked up in the caller's project.
     """
@@ -53,8 +53,11 @@ def identify_stack(ctxt, name_or_id):
     if stack is None and uuidutils.is_uuid_like(name_or_id):
         if stack_object.Stack.get_by_id(heat_context.get_admin_context(),
                                         name_or_id) is not None:
-            raise exception.Forbidden(
-                'Stack %s belongs to another project.' % name_or_id)
+            # Heat's own 403 for another project (Forbidden cannot cross
+            # RPC: its arguments do not rebuild).
+            raise exception.InvalidTenant(
+                target="another project's stack %s" % name_or_id,
+                actual=ctxt.project_id)
     if stack is None:
         raise exception.EntityNotFound(entity='Stack', name=name_or_id)
     return stack

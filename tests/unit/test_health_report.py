@@ -273,7 +273,7 @@ class TestEnginePause(test_engine_endpoint.StackTestCase):
         other = utils.dummy_context(tenant_id='tenant-2')
         # Its id exists but is not theirs: forbidden, as Heat answers a
         # path into another project; its name is simply not found.
-        error = self.assertRaises(exception.Forbidden, report, self.top.id,
+        error = self.assertRaises(exception.InvalidTenant, report, self.top.id,
                                   other)
         self.assertIn('another project', str(error))
         self.assertRaises(exception.EntityNotFound, report, self.top.name,
