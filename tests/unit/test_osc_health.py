@@ -1,6 +1,7 @@
 """The ``openstack stack health`` commands, on a fake health client."""
 
 import argparse
+import datetime
 import io
 import json
 import os
@@ -124,6 +125,23 @@ class TestShowHealth(CommandTestCase):
                           'db: workers/0'],
                          [' '.join(line.split()[:2])
                           for line in servers.splitlines()])
+
+    def test_a_server_line_leaves_out_what_no_longer_applies(self):
+        now = datetime.datetime(2026, 11, 23, 22, 0, 10,
+                                tzinfo=datetime.timezone.utc)
+        server = dict(SERVER_1, server_name=None, attempts=2,
+                      grace_until='2026-11-23T22:00:05+00:00',
+                      next_attempt_at='2026-11-23T22:00:40+00:00')
+        line = health._server_line(server, now)
+        self.assertTrue(line.startswith('workers/1 (s-1): UNHEALTHY'), line)
+        self.assertNotIn('grace', line)
+        self.assertIn('recovery attempt 2, next not before '
+                      '2026-11-23T22:00:40+00:00', line)
+        later = health._server_line(
+            dict(server, state='HEALTHY', grace_until='2026-11-23T22:00:30'),
+            now)
+        self.assertIn('grace until 2026-11-23T22:00:30', later)
+        self.assertNotIn('attempt', later)
 
     def test_no_policy(self):
         self.client.report.return_value = {'stack_id': '5d6f',

@@ -1,6 +1,7 @@
 """``openstack stack health show|event list|pause|resume``."""
 
 import csv
+import datetime
 import itertools
 import json
 import signal
@@ -51,19 +52,37 @@ def _policy_line(policy):
         ', '.join('%s %s' % item for item in counts.items()) or 'no servers')
 
 
-def _server_line(target):
-    line = '%s %s (%s): %s since %s' % (
+def _future(when, now):
+    """Whether an ISO 8601 time from the report is still to come."""
+    try:
+        at = datetime.datetime.fromisoformat(when)
+    except (TypeError, ValueError):
+        return False
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=datetime.timezone.utc)
+    return at > now
+
+
+def _server_line(target, now=None):
+    """One watched server, without what no longer applies.
+
+    A grace or a back-off that has passed and a name not learnt yet are
+    left out.
+    """
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    name = target.get('server_name')
+    line = '%s %s(%s): %s since %s' % (
         target.get('path') or target.get('resource_name') or '-',
-        target.get('server_name') or '-', target.get('server_id'),
+        '%s ' % name if name else '', target.get('server_id'),
         target.get('state'), target.get('since'))
     if target.get('reason'):
         line += ' (%s)' % target['reason']
-    if target.get('grace_until'):
+    if _future(target.get('grace_until'), now):
         line += '; grace until %s' % target['grace_until']
-    if target.get('attempts'):
+    if target.get('attempts') and target.get('state') != 'HEALTHY':
         line += '; recovery attempt %s' % target['attempts']
-        if target.get('next_attempt_at'):
-            line += ', next at %s' % target['next_attempt_at']
+        if _future(target.get('next_attempt_at'), now):
+            line += ', next not before %s' % target['next_attempt_at']
     seen = target.get('last_observation')
     if seen:
         line += '; last seen %s by %s at %s' % (
