@@ -25,7 +25,7 @@ def _policy(policy_id, interval=5, modes=('NODE_STATUS_POLLING',)):
                             for m in modes]}}
     return types.SimpleNamespace(
         id=policy_id, stack_id='stack-' + policy_id, enabled=True,
-        suspended=False, spec=spec,
+        suspended=False, paused=None, spec=spec,
         parsed=policy_spec.PolicySpec.parse(spec))
 
 
