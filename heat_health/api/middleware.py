@@ -100,27 +100,21 @@ class HealthMiddleware(wsgi.Middleware):
         mark, reason = mark_unhealthy.parse_body(req.body)
         identity = identifier.HeatIdentifier(req.context.project_id,
                                              stack_name, stack_id)
-        try:
-            self.rpc.mark_unhealthy(req.context, dict(identity),
-                                    resource_name, mark, reason)
-        except oslo_messaging.MessagingTimeout:
-            LOG.error('heat-health-engine did not answer mark_unhealthy for '
-                      '%s/%s', stack_name, resource_name)
-            raise errors.service_unavailable(
-                'heat-health-engine did not answer in time; check the '
-                'resource status before retrying.')
-        return webob.Response(body=b'null', status=200,
-                              content_type='application/json',
-                              charset='UTF-8')
+        self._ask('mark_unhealthy for %s/%s' % (stack_name, resource_name),
+                  self.rpc.mark_unhealthy, req.context, dict(identity),
+                  resource_name, mark, reason,
+                  _advice='; check the resource status before retrying')
+        return _json(None)
 
-    def _ask(self, what, call, *args, **kwargs):
+    @staticmethod
+    def _ask(what, call, *args, _advice='', **kwargs):
         """An RPC call to heat-health-engine; 503 when it does not answer."""
         try:
             return call(*args, **kwargs)
         except oslo_messaging.MessagingTimeout:
             LOG.error('heat-health-engine did not answer %s', what)
             raise errors.service_unavailable(
-                'heat-health-engine did not answer in time.')
+                'heat-health-engine did not answer in time%s.' % _advice)
 
     def _stack(self, req, tenant_id, action, stack_name=None,
                stack_id=None, stack=None):

@@ -153,8 +153,9 @@ def plan(policy, targets, now, running=0, engine_room=None, blind=None):
             steps.append(Advance(target))
         elif state == states.VERIFYING:
             recovery = target.recovery or {}
-            if _deadline_passed(target, now) and _paused(policy):
-                steps.append(Hold(target, _paused(policy)))
+            paused = _paused(policy)
+            if _deadline_passed(target, now) and paused:
+                steps.append(Hold(target, paused))
             elif _deadline_passed(target, now):
                 action = ' '.join([recovery.get('action', 'the action')] +
                                   list((recovery.get('params') or {})

@@ -256,41 +256,42 @@ def _policy_row(policy):
             paused.get('reason') or '')
 
 
-class PauseHealth(command.Lister):
+class _SetPaused(command.Lister):
+    """Pause or resume; the affected policies as now stored."""
+
+    pausing = True
+
+    def get_parser(self, prog_name):
+        parser = super(_SetPaused, self).get_parser(prog_name)
+        _add_stack(parser)
+        parser.add_argument(
+            '--policy', metavar='<policy>',
+            help='Health policy (resource name or ID) to %s; all of the '
+                 'stack\'s when omitted'
+                 % ('pause' if self.pausing else 'resume'))
+        if self.pausing:
+            parser.add_argument(
+                '--reason', metavar='<reason>',
+                help='Why, kept in the timeline and shown in the report')
+        return parser
+
+    def take_action(self, parsed_args):
+        client = self.app.client_manager.health
+        if self.pausing:
+            policies = client.pause(parsed_args.stack,
+                                    policy=parsed_args.policy,
+                                    reason=parsed_args.reason)
+        else:
+            policies = client.resume(parsed_args.stack,
+                                     policy=parsed_args.policy)
+        return POLICY_COLUMNS, [_policy_row(p) for p in policies]
+
+
+class PauseHealth(_SetPaused):
     """Pause the healing of a stack; detection and the report go on."""
 
-    def get_parser(self, prog_name):
-        parser = super(PauseHealth, self).get_parser(prog_name)
-        _add_stack(parser)
-        parser.add_argument(
-            '--policy', metavar='<policy>',
-            help='Health policy (resource name or ID) to pause; all of the '
-                 'stack\'s when omitted')
-        parser.add_argument(
-            '--reason', metavar='<reason>',
-            help='Why, kept in the timeline and shown in the report')
-        return parser
 
-    def take_action(self, parsed_args):
-        client = self.app.client_manager.health
-        policies = client.pause(parsed_args.stack, policy=parsed_args.policy,
-                                reason=parsed_args.reason)
-        return POLICY_COLUMNS, [_policy_row(p) for p in policies]
-
-
-class ResumeHealth(command.Lister):
+class ResumeHealth(_SetPaused):
     """Resume the healing of a stack paused with 'stack health pause'."""
 
-    def get_parser(self, prog_name):
-        parser = super(ResumeHealth, self).get_parser(prog_name)
-        _add_stack(parser)
-        parser.add_argument(
-            '--policy', metavar='<policy>',
-            help='Health policy (resource name or ID) to resume; all of the '
-                 'stack\'s when omitted')
-        return parser
-
-    def take_action(self, parsed_args):
-        client = self.app.client_manager.health
-        policies = client.resume(parsed_args.stack, policy=parsed_args.policy)
-        return POLICY_COLUMNS, [_policy_row(p) for p in policies]
+    pausing = False
