@@ -10,7 +10,9 @@ differ send one full-state batch update as the stack's owner, wait until
 Octavia took it, and store the new members.
 
 A departing server stops counting as soon as Heat starts deleting it, so
-its member goes with the next pass, while Nova is still shutting it down.
+its member goes with the next pass, while Nova is still shutting it down;
+a server with an ``OS::Heat::LoadBalancerDeparture`` stops counting when
+Heat deletes that, before the server (``common.departures``).
 A pass that finds nothing changed asks neither Nova nor Octavia. The
 update is level-triggered and the same from any engine: engines place
 load balancers on the ring as they do policies, and a pass repeated by a
@@ -28,6 +30,7 @@ from heat.db import models as heat_models
 from oslo_log import log as logging
 from oslo_serialization import jsonutils
 
+from heat_health.common import departures
 from heat_health.common import lb_members
 from heat_health.engine import targets as targets_mod
 
@@ -121,11 +124,11 @@ class MemberFollower(object):
 
     def run_once(self):
         ctxt = heat_context.get_admin_context()
-        for lb in load_balancers(ctxt):
-            if not self._owns(lb.uuid):
-                continue
+        owned = [lb for lb in load_balancers(ctxt) if self._owns(lb.uuid)]
+        leaving = departures.departing(ctxt) if owned else frozenset()
+        for lb in owned:
             try:
-                self._follow(ctxt, lb)
+                self._follow(ctxt, lb, leaving)
             except lb_members.Busy:
                 pass  # Octavia is busy: the next pass sends it again.
             except Exception as ex:
@@ -143,8 +146,11 @@ class MemberFollower(object):
             self._clients[stack_id] = found
         return found[0]
 
-    def _wanted(self, ctxt, lb):
+    def _wanted(self, ctxt, lb, leaving=frozenset()):
         """{server id: address} and {server id: path} of the targets now.
+
+        Servers in ``leaving`` (their departure is being deleted) are left
+        out, and never kept for a replacement.
 
         A place whose new server is not plugged in yet keeps the member of
         the server it replaces while Nova still has that one (Heat creates
@@ -153,7 +159,8 @@ class MemberFollower(object):
         swap.
         """
         resolved = self._resolver.resolve(ctxt, [_Targets(lb)])[lb.uuid]
-        paths = {p['server_id']: p['path'] for p in resolved.places.values()}
+        paths = {p['server_id']: p['path'] for p in resolved.places.values()
+                 if p['server_id'] not in leaving}
         stored = lb.data['members']
         known = {s: m['address'] for s, m in stored.items()
                  if s in paths and m.get('address')}
@@ -161,7 +168,8 @@ class MemberFollower(object):
         if not unknown:
             return known, paths
         replaced = {m['path']: s for s, m in stored.items()
-                    if s not in paths and m.get('path') and m.get('address')}
+                    if s not in paths and s not in leaving and
+                    m.get('path') and m.get('address')}
         listed = self._list_servers(unknown | set(replaced.values()))
         for server_id in unknown:
             server = listed.get(server_id)
@@ -179,9 +187,9 @@ class MemberFollower(object):
                 paths[old] = paths[server_id]
         return known, paths
 
-    def _follow(self, ctxt, lb):
+    def _follow(self, ctxt, lb, leaving=frozenset()):
         data = lb.data
-        wanted, paths = self._wanted(ctxt, lb)
+        wanted, paths = self._wanted(ctxt, lb, leaving)
         stored = {s: m['address'] for s, m in data['members'].items()}
         if lb.id not in self._pending and wanted == stored:
             return

@@ -27,6 +27,7 @@ from oslo_log import log as logging
 from oslo_serialization import jsonutils
 from oslo_utils import timeutils
 
+from heat_health.common import departures
 from heat_health.common import lb_members
 from heat_health.engine import targets as target_resolution
 from heat_health.resources import targeting
@@ -780,10 +781,13 @@ class LoadBalancer(targeting.TargetsMixin, resource.Resource):
         The one place where targets become members: each server of the
         targets (at any group depth) with its address on the pool's subnet,
         named after its path in the stack. A server without such an address
-        is an error, never a member silently left out.
+        is an error, never a member silently left out; a server whose
+        departure Heat is deleting is no member.
         """
         servers = target_servers(self.context, self.stack.id,
                                  self.properties[self.TARGETS])
+        for server_id in departures.departing(self.context) & set(servers):
+            del servers[server_id]
         if not servers:
             return {}
         subnet_id = subnet_id or self._pool_subnet_id()

@@ -107,6 +107,32 @@ def test_members_follow_the_group_and_go_with_the_stack(
     assert lb.gone(octavia, lb_id)
 
 
+def test_departing_members_leave_the_pool_before_nova_deletes_them(
+        demo, admin, octavia, admin_nova, stacks):
+    stack = stacks('lb-depart', 'lb_departure.yaml', 'capacity=4')
+    name = stack['stack_name']
+    _lb_id, pool_id = lb.lb_ids(demo, name)
+    demo.wait_for(lambda: _follows(demo, octavia, admin_nova, name,
+                                   pool_id, 4), 'four members')
+    before = _addresses(admin_nova, _servers(demo, name))
+    with lb.Watch(octavia, pool_id) as watch:
+        demo.run('stack', 'resource', 'signal', name, 'scale_in')
+        found = demo.wait_for(lambda: _follows(demo, octavia, admin_nova,
+                                               name, pool_id, 2),
+                              'two members after the scale-in', timeout=90)
+    gone = set(before) - set(_servers(demo, name))
+    assert len(gone) == 2 and set(found) == {
+        a for s, a in before.items() if s not in gone}
+    for server_id in gone:
+        address = before[server_id]
+        left = watch.first(lambda w: w and address not in w)
+        deleted = [e['time'] for e in h.timeline(admin, server_id)
+                   if e['event'] == 'action:delete']
+        assert left is not None and deleted, (watch.seen, deleted)
+        # Out of the pool (as Octavia lists it) before Nova was asked.
+        assert left < deleted[0], (server_id, left, deleted[0])
+
+
 def test_reused_load_balancer_and_pool_are_left_as_found(
         demo, octavia, admin_nova, stacks):
     subnet = demo.json('subnet', 'show', 'private-subnet')['id']

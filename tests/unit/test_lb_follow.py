@@ -26,7 +26,7 @@ class FakeResolver(object):
 
 class WantedTest(unittest.TestCase):
 
-    def _wanted(self, places, servers):
+    def _wanted(self, places, servers, leaving=frozenset()):
         follower = lb_follow.MemberFollower(
             octavia_client=None, list_servers=lambda ids: {
                 i: servers[i] for i in ids if i in servers})
@@ -37,7 +37,7 @@ class WantedTest(unittest.TestCase):
                                 'path': 'web/0'},
                         'other': {'member_id': 'm2', 'address': '10.0.1.6',
                                   'path': 'web/1'}}})
-        return follower._wanted(None, lb)
+        return follower._wanted(None, lb, leaving)
 
     def test_the_old_member_stays_until_its_replacement_is_plugged_in(self):
         places = {'new': 'web/0', 'other': 'web/1'}
@@ -56,3 +56,17 @@ class WantedTest(unittest.TestCase):
                         {'new': _server('BUILD'), 'old': _server('DELETED')}):
             wanted, _ = self._wanted(places, servers)
             self.assertEqual({'other': '10.0.1.6'}, wanted)
+
+    def test_a_departing_server_leaves_while_nova_still_has_it(self):
+        places = {'old': 'web/0', 'other': 'web/1'}
+        wanted, paths = self._wanted(
+            places, {'old': _server('ACTIVE', '10.0.1.5')}, leaving={'old'})
+        self.assertEqual({'other': '10.0.1.6'}, wanted)
+        self.assertNotIn('old', paths)
+
+    def test_a_departing_replaced_server_is_not_kept_for_its_place(self):
+        places = {'new': 'web/0', 'other': 'web/1'}
+        wanted, _ = self._wanted(places, {'new': _server('BUILD'),
+                                          'old': _server('ACTIVE')},
+                                 leaving={'old'})
+        self.assertEqual({'other': '10.0.1.6'}, wanted)
