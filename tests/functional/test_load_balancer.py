@@ -132,6 +132,16 @@ def test_departing_members_leave_the_pool_before_nova_deletes_them(
         # Out of the pool (as Octavia lists it) before Nova was asked.
         assert left < deleted[0], (server_id, left, deleted[0])
 
+    # Down to the minimum size (1): one member goes, not two; at the
+    # minimum, a scale-in deletes nothing and the pool keeps its member.
+    demo.run('stack', 'resource', 'signal', name, 'scale_in')
+    last = demo.wait_for(lambda: _follows(demo, octavia, admin_nova, name,
+                                          pool_id, 1),
+                         'one member at the minimum size', timeout=90)
+    demo.run('stack', 'resource', 'signal', name, 'scale_in')
+    time.sleep(6)
+    assert _follows(demo, octavia, admin_nova, name, pool_id, 1) == last
+
 
 def test_reused_load_balancer_and_pool_are_left_as_found(
         demo, octavia, admin_nova, stacks):
