@@ -1,22 +1,79 @@
-"""Drive the local deployment as its users do: the openstack CLI, and raw
-HTTP (through keystoneauth) for requests the CLI cannot send."""
+"""Drive a Heat deployment with heat-health as its users do: the openstack
+CLI, and raw HTTP (through keystoneauth) for requests the CLI cannot send.
+
+Each user is a cloud of ``clouds.yaml``, named by the environment as the
+OpenStack clients name theirs:
+
+=========  ============================  =====================
+user       variable                      default
+=========  ============================  =====================
+demo       ``OS_CLOUD``                  ``devstack``
+reader     ``HEAT_HEALTH_READER_CLOUD``  ``<OS_CLOUD>-reader``
+admin      ``HEAT_HEALTH_ADMIN_CLOUD``   ``<OS_CLOUD>-admin``
+alt_demo   ``HEAT_HEALTH_ALT_CLOUD``     ``<OS_CLOUD>-alt``
+=========  ============================  =====================
+
+``clouds.yaml`` is ``OS_CLIENT_CONFIG_FILE`` when set, else the first found
+on the clients' search path. Every service URL comes from the catalog.
+"""
 
 import json
 import os
 import pathlib
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
+import warnings
 
+from keystoneauth1 import exceptions as ks_exceptions
 from keystoneauth1 import loading
 from keystoneauth1 import session as ks_session
+from openstack.config import loader as os_config
+from openstack import exceptions as sdk_exceptions
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
+# The local deployment's state (tools/localcloud): read only by the helpers
+# of the tests marked fakecloud, and by the benchmarks.
 STATE_DIR = pathlib.Path(os.environ.get('LOCALCLOUD_DIR',
                                         REPO / '.localcloud'))
 TEMPLATES = pathlib.Path(__file__).resolve().parent / 'templates'
 OPENSTACK = str(pathlib.Path(sys.executable).parent / 'openstack')
+# Seconds a request may take before the test fails instead of hanging.
+HTTP_TIMEOUT = 60
+
+DEFAULT_CLOUD = 'devstack'
+# user -> (variable naming its cloud, suffix of the default name)
+ROLES = {'demo': ('OS_CLOUD', ''),
+         'reader': ('HEAT_HEALTH_READER_CLOUD', '-reader'),
+         'admin': ('HEAT_HEALTH_ADMIN_CLOUD', '-admin'),
+         'alt_demo': ('HEAT_HEALTH_ALT_CLOUD', '-alt')}
+# What fakecloud serves next to the compute API: its admin fault API.
+FAKECLOUD_COMPUTE_PATH = '/compute/v2.1'
+FAKECLOUD_PATH = '/fakecloud'
+# Template parameter -> the variable that sets it for the target cloud.
+STACK_PARAMETERS = {'image': 'HEAT_HEALTH_IMAGE',
+                    'flavor': 'HEAT_HEALTH_FLAVOR',
+                    'network': 'HEAT_HEALTH_NETWORK',
+                    'subnet': 'HEAT_HEALTH_SUBNET'}
+
+
+class CloudNotFound(Exception):
+    """No such cloud in clouds.yaml."""
+
+
+def cloud_name(role):
+    """The clouds.yaml cloud of a user (demo, reader, admin, alt_demo)."""
+    variable, suffix = ROLES[role]
+    if os.environ.get(variable):
+        return os.environ[variable]
+    return (os.environ.get('OS_CLOUD') or DEFAULT_CLOUD) + suffix
+
+
+def clouds_yaml():
+    """The clouds.yaml the environment names, or None (the search path)."""
+    return os.environ.get('OS_CLIENT_CONFIG_FILE') or None
 
 
 def wait_server_status(nova, server_id, status, timeout=30):
@@ -30,16 +87,6 @@ def wait_server_status(nova, server_id, status, timeout=30):
         time.sleep(0.2)
     raise AssertionError('server %s is %s, not %s after %ss'
                          % (server_id, current, status, timeout))
-
-
-def read_openrc(user):
-    env = {}
-    for line in (STATE_DIR / ('%s-openrc' % user)).read_text().splitlines():
-        line = line.strip()
-        if line.startswith('export ') and '=' in line:
-            key, value = line[len('export '):].split('=', 1)
-            env[key] = value.strip('\'"')
-    return env
 
 
 class CommandFailed(Exception):
@@ -65,14 +112,111 @@ def _errors(stderr):
     return '\n'.join(bodies[-2:] + errors[-3:])
 
 
-class Cloud(object):
-    """One Keystone user of the local deployment."""
+def _load(name, path):
+    """The cloud's settings (an openstacksdk CloudRegion)."""
+    try:
+        with warnings.catch_warnings():
+            # openstacksdk warns of InfluxDB support whatever the file says.
+            warnings.filterwarnings('ignore', message='Support for InfluxDB')
+            return os_config.OpenStackConfig(
+                config_files=[str(path)] if path else None).get_one(
+                    cloud=name)
+    except sdk_exceptions.ConfigException as exc:
+        raise CloudNotFound('cloud %r of %s: %s' % (
+            name, path or 'the clouds.yaml search path', exc))
 
-    def __init__(self, user):
-        self.user = user
-        self.creds = read_openrc(user)
-        self.env = dict(os.environ, **self.creds)
+
+def _client_environ():
+    """The environment without the OS_* settings of some other cloud.
+
+    The CLI would let them override the cloud's own; clouds.yaml and
+    secure.yaml as the environment names them are kept.
+    """
+    return {key: value for key, value in os.environ.items()
+            if not key.startswith('OS_') or key.startswith('OS_CLIENT_')}
+
+
+# The local deployment's users, as the benchmarks name them, and their
+# clouds in its own clouds.yaml.
+LOCALCLOUD_USERS = {'demo': 'devstack', 'reader': 'devstack-reader',
+                    'admin': 'devstack-admin', 'alt_demo': 'devstack-alt'}
+
+
+class Cloud(object):
+    """One user of the deployment: a cloud of clouds.yaml.
+
+    :param name: the cloud's name. A name that is no cloud of the file
+        but one of the local deployment's users (``demo``, ``admin``...), as
+        the benchmarks name them, stands for that user's cloud in
+        ``.localcloud/clouds.yaml``.
+    :param config_file: the clouds.yaml to read; by default
+        ``OS_CLIENT_CONFIG_FILE``, else the clients' search path.
+    :param auth: auth settings used instead of the cloud's (another user of
+        the same deployment); see :meth:`other_user`.
+    """
+
+    def __init__(self, name, config_file=None, auth=None):
+        if config_file is None:
+            config_file = clouds_yaml()
+        try:
+            region = _load(name, config_file)
+        except CloudNotFound:
+            local = STATE_DIR / 'clouds.yaml'
+            if name not in LOCALCLOUD_USERS or not local.exists():
+                raise
+            name, config_file = LOCALCLOUD_USERS[name], str(local)
+            region = _load(name, config_file)
+        self.name = name
+        self.config_file = config_file
+        self.region = region
+        self._own_auth = auth is None
+        self.auth = dict(region.config.get('auth') or {}
+                         if auth is None else auth)
+        self.auth_type = region.config.get('auth_type') or 'password'
+        self.interface = region.get_interface() or 'public'
+        self.region_name = region.region_name or None
+        self.username = self.auth.get('username')
+        self.user = self.username
+        self.env = self._cli_environ()
         self._session = None
+        self._environment = None
+
+    def _cli_environ(self):
+        env = _client_environ()
+        if self._own_auth:
+            env['OS_CLOUD'] = self.name
+            if self.config_file:
+                env['OS_CLIENT_CONFIG_FILE'] = str(self.config_file)
+            return env
+        # Another user: the settings an openrc file would hold.
+        env.pop('OS_CLIENT_CONFIG_FILE', None)
+        env.update(('OS_%s' % key.upper(), str(value))
+                   for key, value in self.auth.items() if value is not None)
+        env.update(OS_AUTH_TYPE=self.auth_type, OS_INTERFACE=self.interface,
+                   OS_IDENTITY_API_VERSION='3')
+        if self.region_name:
+            env['OS_REGION_NAME'] = self.region_name
+        verify, _cert = self.region.get_requests_verify_args()
+        if verify is False:
+            env['OS_INSECURE'] = 'true'
+        elif isinstance(verify, str):
+            env['OS_CACERT'] = verify
+        return env
+
+    def other_user(self, username, password, project_name):
+        """Another user of the same deployment, in the same domains."""
+        auth = {key: value for key, value in self.auth.items()
+                if key not in ('user_id', 'project_id', 'domain_id',
+                               'domain_name', 'system_scope', 'token')}
+        auth.update(username=username, password=password,
+                    project_name=project_name)
+        return Cloud(self.name, self.config_file, auth=auth)
+
+    @property
+    def creds(self):
+        """The auth settings as an openrc file names them (OS_...)."""
+        return {'OS_%s' % key.upper(): value
+                for key, value in self.auth.items()}
 
     def run(self, *args, check=True):
         result = subprocess.run([OPENSTACK] + list(args), env=self.env,
@@ -94,11 +238,36 @@ class Cloud(object):
 
     # Stacks
 
+    def stack_environment(self):
+        """An environment file giving the templates this cloud's names.
+
+        The templates' ``image``, ``flavor``, ``network`` and ``subnet``
+        parameters default to devstack's and the local deployment's
+        names; ``HEAT_HEALTH_IMAGE`` (else the first image whose name
+        starts with "cirros", as devstack uploads it), ``HEAT_HEALTH_FLAVOR``,
+        ``HEAT_HEALTH_NETWORK`` and ``HEAT_HEALTH_SUBNET`` override them.
+        """
+        if self._environment is None:
+            defaults = {name: os.environ[variable]
+                        for name, variable in STACK_PARAMETERS.items()
+                        if os.environ.get(variable)}
+            if 'image' not in defaults:
+                names = sorted(i['Name'] for i in self.json('image', 'list'))
+                if 'cirros' not in names:
+                    cirros = [n for n in names if n.startswith('cirros')]
+                    if cirros:
+                        defaults['image'] = cirros[0]
+            path = pathlib.Path(tempfile.mkdtemp(prefix='heat-health-env-'))
+            self._environment = path / 'parameters.yaml'
+            self._environment.write_text(json.dumps(
+                {'parameter_defaults': defaults}))
+        return str(self._environment)
+
     def create_stack(self, prefix, template, *params):
         name = '%s-%s' % (prefix, uuid.uuid4().hex[:8])
         # --debug: a failure says what Heat answered (see _errors).
         args = ['--debug', 'stack', 'create', '--wait', '-t',
-                str(TEMPLATES / template)]
+                str(TEMPLATES / template), '-e', self.stack_environment()]
         for param in params:
             args += ['--parameter', param]
         self.run(*(args + [name]))
@@ -137,32 +306,33 @@ class Cloud(object):
     @property
     def session(self):
         if self._session is None:
-            loader = loading.get_plugin_loader('password')
-            auth = loader.load_from_options(
-                auth_url=self.creds['OS_AUTH_URL'],
-                username=self.creds['OS_USERNAME'],
-                password=self.creds['OS_PASSWORD'],
-                project_name=self.creds['OS_PROJECT_NAME'],
-                user_domain_name=self.creds.get('OS_USER_DOMAIN_NAME',
-                                                'Default'),
-                project_domain_name=self.creds.get(
-                    'OS_PROJECT_DOMAIN_NAME', 'Default'))
+            if self._own_auth:
+                auth = self.region.get_auth()
+            else:
+                auth = loading.get_plugin_loader(
+                    self.auth_type).load_from_options(**self.auth)
+            verify, cert = self.region.get_requests_verify_args()
             # A hung service fails the test instead of hanging the run.
-            self._session = ks_session.Session(auth=auth, timeout=60)
+            self._session = ks_session.Session(
+                auth=auth, verify=verify, cert=cert, timeout=HTTP_TIMEOUT)
         return self._session
 
+    def endpoint(self, service_type):
+        """The service's URL in the catalog, as this user sees it."""
+        return self.session.get_endpoint(service_type=service_type,
+                                         interface=self.interface,
+                                         region_name=self.region_name)
+
     def resource_url(self, stack, resource):
-        endpoint = self.session.get_endpoint(service_type='orchestration',
-                                             interface='public')
         return '%s/stacks/%s/%s/resources/%s' % (
-            endpoint, stack['stack_name'], stack['id'], resource)
+            self.endpoint('orchestration'), stack['stack_name'], stack['id'],
+            resource)
 
     def health_report(self, stack):
         """GET .../stacks/{name}/{id}/health as this user (a dict)."""
-        endpoint = self.session.get_endpoint(service_type='orchestration',
-                                             interface='public')
         return self.session.get('%s/stacks/%s/%s/health' % (
-            endpoint, stack['stack_name'], stack['id'])).json()['health']
+            self.endpoint('orchestration'), stack['stack_name'],
+            stack['id'])).json()['health']
 
     def patch_resource(self, stack, resource, body):
         data = body if isinstance(body, (bytes, str)) else json.dumps(body)
@@ -172,10 +342,40 @@ class Cloud(object):
 
     # fakecloud's admin fault API
 
+    def fakecloud_root(self):
+        """Where fakecloud's fault API would be, by the catalog; or None.
+
+        fakecloud serves it next to its compute API (``.../compute/v2.1``).
+        """
+        try:
+            compute = (self.endpoint('compute') or '').rstrip('/')
+        except ks_exceptions.EndpointNotFound:
+            return None
+        if not compute.endswith(FAKECLOUD_COMPUTE_PATH):
+            return None
+        return compute[:-len(FAKECLOUD_COMPUTE_PATH)] + FAKECLOUD_PATH
+
+    def has_fakecloud(self):
+        """Whether the compute API is fakecloud's.
+
+        Its fault API answers this user (an admin).
+        """
+        root = self.fakecloud_root()
+        if root is None:
+            return False
+        resp = self.session.get(root + '/fault', raise_exc=False)
+        if resp.status_code != 200:
+            return False
+        try:
+            return 'api_faults' in resp.json()
+        except ValueError:
+            return False
+
     def fakecloud_url(self, path):
-        compute = self.session.get_endpoint(service_type='compute',
-                                            interface='public')
-        return compute.replace('/compute/v2.1', '/fakecloud') + path
+        root = self.fakecloud_root()
+        assert root, ('the cloud %s has no fakecloud: a test using it is '
+                      'marked fakecloud' % self.name)
+        return root + path
 
     def inject_fault(self, server_id, fault, **extra):
         """POST a fault for one server; the response is returned as is."""

@@ -1,4 +1,16 @@
+"""The functional suite's users, stacks and servers, and which tests run.
+
+The target deployment is the one of the clouds in ``clouds.yaml`` the
+environment names (see ``cloud``). Tests marked ``fakecloud`` need
+fakecloud's fault injection or Octavia's simulated member status, which
+only the local deployment (``tools/localcloud``) has: when the target
+cloud has no fakecloud they are deselected, and the summary says how many.
+``HEAT_HEALTH_FAKECLOUD=0`` deselects them whatever the cloud,
+``HEAT_HEALTH_FAKECLOUD=1`` keeps them without asking the cloud.
+"""
+
 import datetime
+import os
 
 from novaclient import client as nova_client
 from novaclient import exceptions as nova_exc
@@ -8,25 +20,124 @@ from tests.functional import cloud
 from tests.functional import service_logs
 
 NOVA_API_VERSION = '2.1'
+MARKER = 'fakecloud'
+MARKER_HELP = ("%s: needs fakecloud's fault injection or Octavia's "
+               "simulated member status (the local deployment); "
+               "deselected when the target cloud has no fakecloud" % MARKER)
+FORCE_VARIABLE = 'HEAT_HEALTH_FAKECLOUD'
+_FALSE = ('0', 'false', 'no', 'off')
+_TRUE = ('1', 'true', 'yes', 'on')
+
+# What this run found of fakecloud: (present, why), and what it deselected.
+_FAKECLOUD = pytest.StashKey()
+_DESELECTED = pytest.StashKey()
 
 
-def _user(name):
-    if not (cloud.STATE_DIR / ('%s-openrc' % name)).exists():
-        pytest.fail('the local deployment is not up: run tools/localcloud '
-                    'up (no %s-openrc in %s)' % (name, cloud.STATE_DIR))
-    return cloud.Cloud(name)
+def fakecloud_wanted(environ, probe):
+    """(whether the fakecloud tests run, why not), by the environment.
+
+    :param environ: the environment (``HEAT_HEALTH_FAKECLOUD``).
+    :param probe: asks the target cloud whether it has fakecloud; called
+        only when the environment does not decide.
+    """
+    forced = environ.get(FORCE_VARIABLE, '').strip().lower()
+    if forced in _FALSE:
+        return False, '%s=%s' % (FORCE_VARIABLE, environ[FORCE_VARIABLE])
+    if forced in _TRUE:
+        return True, None
+    if probe():
+        return True, None
+    return False, 'the target cloud has none'
+
+
+def split_fakecloud(items):
+    """(tests marked fakecloud, the others), each in collection order."""
+    marked, others = [], []
+    for item in items:
+        (marked if item.get_closest_marker(MARKER) else others).append(item)
+    return marked, others
+
+
+def deselect_note(count, why):
+    """The summary's line about the deselected fakecloud tests."""
+    return ('%d functional test%s need%s fakecloud and %s deselected: %s'
+            % (count, '' if count == 1 else 's', 's' if count == 1 else '',
+               'was' if count == 1 else 'were', why))
+
+
+def _probe():
+    return cloud.Cloud(cloud.cloud_name('admin')).has_fakecloud()
+
+
+def _fakecloud(config):
+    """(present, why not) for this run; the cloud is asked once.
+
+    present is None when the cloud could not be asked (why says why).
+    """
+    if _FAKECLOUD not in config.stash:
+        try:
+            found = fakecloud_wanted(os.environ, _probe)
+        except Exception as exc:
+            found = (None, '%s: %s' % (type(exc).__name__, exc))
+        config.stash[_FAKECLOUD] = found
+    return config.stash[_FAKECLOUD]
+
+
+def pytest_configure(config):
+    config.addinivalue_line('markers', MARKER_HELP)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Deselect the fakecloud tests when the target cloud has none."""
+    marked, others = split_fakecloud(items)
+    if not marked:
+        return
+    present, why = _fakecloud(config)
+    if present or present is None:
+        # Unknown: the tests run, and the users' fixtures say what is wrong.
+        return
+    config.hook.pytest_deselected(items=marked)
+    items[:] = others
+    config.stash[_DESELECTED] = (len(marked), why)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if _DESELECTED in config.stash:
+        terminalreporter.write_sep('-', 'fakecloud')
+        terminalreporter.write_line(deselect_note(*config.stash[_DESELECTED]))
+    elif config.stash.get(_FAKECLOUD, (True,))[0] is None:
+        terminalreporter.write_sep('-', 'fakecloud')
+        terminalreporter.write_line(
+            'Could not ask the target cloud whether it has fakecloud (%s): '
+            'the fakecloud tests were kept' % config.stash[_FAKECLOUD][1])
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    """Attach the deployment's errors to a failed test's report."""
+    """Attach the local deployment's errors to a failed test's report."""
     outcome = yield
     report = outcome.get_result()
-    if report.failed and call.when != 'teardown':
+    if report.failed and call.when != 'teardown' and _local(item.config):
         started = datetime.datetime.fromtimestamp(call.start)
         errors = service_logs.errors_since(started)
         if errors:
             report.sections.append(('deployment errors', errors))
+
+
+def _local(config):
+    """Whether the target is the local deployment, whose logs are ours."""
+    return bool(_fakecloud(config)[0])
+
+
+def _user(role):
+    name = cloud.cloud_name(role)
+    try:
+        return cloud.Cloud(name)
+    except cloud.CloudNotFound as exc:
+        pytest.fail('no %s user: %s. Name the clouds with OS_CLOUD and '
+                    'HEAT_HEALTH_{READER,ADMIN,ALT}_CLOUD and the file with '
+                    'OS_CLIENT_CONFIG_FILE, or bring up the local '
+                    'deployment (tools/run-tests does both)' % (role, exc))
 
 
 @pytest.fixture(scope='session')
@@ -36,6 +147,7 @@ def demo():
 
 @pytest.fixture(scope='session')
 def reader():
+    """A reader of demo's project."""
     return _user('reader')
 
 
@@ -66,12 +178,16 @@ def stacks(demo):
 
 @pytest.fixture(scope='module')
 def demo_nova(demo):
-    return nova_client.Client(NOVA_API_VERSION, session=demo.session)
+    return nova_client.Client(NOVA_API_VERSION, session=demo.session,
+                              endpoint_type=demo.interface,
+                              region_name=demo.region_name)
 
 
 @pytest.fixture(scope='module')
 def admin_nova(admin):
-    return nova_client.Client(NOVA_API_VERSION, session=admin.session)
+    return nova_client.Client(NOVA_API_VERSION, session=admin.session,
+                              endpoint_type=admin.interface,
+                              region_name=admin.region_name)
 
 
 @pytest.fixture

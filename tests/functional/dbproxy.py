@@ -59,15 +59,20 @@ class _Link(object):
             on_end(self)
 
 
+# Where the proxy listens, and the database server it forwards to by default.
+LISTEN_HOST = '127.0.0.1'
+DEFAULT_TARGET = (LISTEN_HOST, 3306)
+
+
 class DatabaseProxy(object):
-    """Forward 127.0.0.1:<port> to the database, with outages on demand.
+    """Forward LISTEN_HOST:<port> to the database, with outages on demand.
 
     :param target: (host, port) of the database server.
     Counters: ``accepted`` connections forwarded, ``refused`` connections
     closed during an outage, ``cut`` connections closed by ``outage()``.
     """
 
-    def __init__(self, target=('127.0.0.1', 3306)):
+    def __init__(self, target=DEFAULT_TARGET):
         self.target = target
         self.port = None
         self.accepted = 0
@@ -81,10 +86,10 @@ class DatabaseProxy(object):
         self._threads = []
 
     def start(self):
-        """Listen on a free port of 127.0.0.1; returns self."""
+        """Listen on a free port of LISTEN_HOST; returns self."""
         server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        server.bind(('127.0.0.1', 0))
+        server.bind((LISTEN_HOST, 0))
         server.listen(64)
         server.settimeout(_ACCEPT_POLL)
         self._server = server

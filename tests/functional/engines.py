@@ -2,6 +2,8 @@
 
 It reads the deployment's heat.conf, plus the extra options given, and runs
 in a process group of its own so that killing it ends its listener workers.
+Only the local deployment (tools/localcloud) is reached this way: the tests
+using this module are marked fakecloud.
 """
 
 import contextlib
@@ -26,10 +28,15 @@ def localcloud(*args):
     return result.stdout
 
 
+def deployment_pid(service):
+    """The pid (and process group) of one of the deployment's services."""
+    return int((cloud.STATE_DIR / 'run' / ('%s.pid' % service))
+               .read_text().split()[0])
+
+
 def deployment_engine_pid():
     """The pid (and process group) of the deployment's engine."""
-    return int((cloud.STATE_DIR / 'run' / 'heat-health-engine.pid')
-               .read_text().split()[0])
+    return deployment_pid('heat-health-engine')
 
 
 class Engine(object):

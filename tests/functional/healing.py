@@ -8,8 +8,11 @@ import sqlalchemy as sa
 from tests.functional import cloud
 
 RECREATE_ONLY = {'actions': [{'name': 'RECREATE'}]}
+# Each server's health endpoint on the local deployment's fakecloud (its
+# health port): only tests marked fakecloud poll it.
+FAKECLOUD_HEALTH_URL = 'http://127.0.0.1:8775/{id}/health'
 POLL_URL = [{'type': 'NODE_STATUS_POLL_URL', 'options': {
-    'poll_url': 'http://127.0.0.1:8775/{id}/health',
+    'poll_url': FAKECLOUD_HEALTH_URL,
     'poll_url_retry_limit': 0, 'poll_url_timeout': 1}}]
 
 
@@ -77,11 +80,9 @@ def timeline(admin, server_id=None):
 
 
 def stack_status(demo, stack):
-    endpoint = demo.session.get_endpoint(service_type='orchestration',
-                                         interface='public')
     return demo.session.get('%s/stacks/%s/%s' % (
-        endpoint, stack['stack_name'], stack['id'])).json()['stack'][
-            'stack_status']
+        demo.endpoint('orchestration'), stack['stack_name'],
+        stack['id'])).json()['stack']['stack_status']
 
 
 def wait_replaced(demo, stack, path, old, count, timeout=150):

@@ -11,11 +11,8 @@ from tests.functional import engines
 
 def octavia(user):
     """python-octaviaclient as ``user`` (a cloud.Cloud)."""
-    session = user.session
-    return octavia_api.OctaviaAPI(
-        endpoint=session.get_endpoint(service_type='load-balancer',
-                                      interface='public'),
-        session=session)
+    return octavia_api.OctaviaAPI(endpoint=user.endpoint('load-balancer'),
+                                  session=user.session)
 
 
 def members(client, pool_id):

@@ -26,6 +26,9 @@ from tests.functional import dbproxy
 from tests.functional import engines
 from tests.functional import notifications
 
+# The local deployment's engine and database; fakecloud's faults.
+pytestmark = pytest.mark.fakecloud
+
 MODES = [{'type': 'LIFECYCLE_EVENTS'}, {'type': 'NODE_STATUS_POLLING'}]
 SERVERS = 4       # watched by both modes
 EVENTS_ONLY = 2   # watched by notifications alone
@@ -46,11 +49,11 @@ def _database_url():
     return conf.get('database', 'connection')
 
 
-def _through(url, port):
+def _through(url, host, port):
     """The same database URL with its host and port replaced."""
     parts = urllib.parse.urlsplit(url)
     credentials = parts.netloc.rpartition('@')[0]
-    netloc = '127.0.0.1:%d' % port
+    netloc = '%s:%d' % (host, port)
     if credentials:
         netloc = '%s@%s' % (credentials, netloc)
     return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
@@ -143,8 +146,9 @@ def outage_engine(demo, tmp_path):
         pytest.skip('the deployment has no MariaDB (%s)'
                     % url.split(':', 1)[0])
     database = urllib.parse.urlsplit(url)
-    proxy = dbproxy.DatabaseProxy((database.hostname or '127.0.0.1',
-                                   database.port or 3306))
+    proxy = dbproxy.DatabaseProxy((
+        database.hostname or dbproxy.DEFAULT_TARGET[0],
+        database.port or dbproxy.DEFAULT_TARGET[1]))
     changes = _StateChanges()
     engine = None
     engines.localcloud('stop', 'heat-health-engine')
@@ -152,7 +156,8 @@ def outage_engine(demo, tmp_path):
         proxy.start()
         changes.start()
         options = '\n'.join([
-            '[database]', 'connection = %s' % _through(url, proxy.port),
+            '[database]', 'connection = %s' % _through(
+                url, dbproxy.LISTEN_HOST, proxy.port),
             '[heat_health]', 'lease_seconds = %d' % LEASE_SECONDS,
             '[oslo_messaging_notifications]', 'driver = messagingv2',
             'topics = %s' % changes.topic, ''])

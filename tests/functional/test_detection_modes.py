@@ -5,12 +5,18 @@ import os
 import pathlib
 import signal
 
+import pytest
+
 from tests.functional import cloud
 from tests.functional import engines
+from tests.functional import healing as h
+
+# fakecloud's faults; the local deployment's engine stopped, killed, added.
+pytestmark = pytest.mark.fakecloud
 
 EVENTS = [{'type': 'LIFECYCLE_EVENTS'}]
 POLL_URL = [{'type': 'NODE_STATUS_POLL_URL', 'options': {
-    'poll_url': 'http://127.0.0.1:8775/{id}/health',
+    'poll_url': h.FAKECLOUD_HEALTH_URL,
     'poll_url_healthy_response': '^ok', 'poll_url_retry_limit': 1,
     'poll_url_retry_interval': 1, 'poll_url_timeout': 1}}]
 

@@ -4,31 +4,17 @@ The policy has no other detection mode, so whatever is found here was found
 by polling Nova (the notification listener plays no part).
 """
 
-import os
 import time
+import uuid
 
 import pytest
-
-from tests.functional import cloud
 
 INTERVAL = 5
 
 
-def _fakecloud(admin, path):
-    compute = admin.session.get_endpoint(service_type='compute',
-                                         interface='public')
-    return compute.replace('/compute/v2.1', '/fakecloud') + path
-
-
-def _fault(admin, path, fault, **extra):
-    return admin.session.post(_fakecloud(admin, path), raise_exc=False,
-                              json=dict(fault=fault, **extra))
-
-
 def _report(cloud, stack, path_cloud=None):
     """GET .../health as ``cloud``, in the path of ``path_cloud``'s project."""
-    endpoint = (path_cloud or cloud).session.get_endpoint(
-        service_type='orchestration', interface='public')
+    endpoint = (path_cloud or cloud).endpoint('orchestration')
     return cloud.session.get('%s/stacks/%s/%s/health' % (
         endpoint, stack['stack_name'], stack['id']), raise_exc=False)
 
@@ -61,7 +47,7 @@ def _wait_state(demo, stack, resource, state, timeout=6 * INTERVAL):
 @pytest.fixture(scope='module')
 def outsider(admin):
     """A member of another project (not an admin)."""
-    password = 'outsider-%s' % admin.creds['OS_PASSWORD'][:8]
+    password = 'outsider-%s' % uuid.uuid4().hex
     admin.run('project', 'create', '--or-show', 'health-outsider')
     admin.run('user', 'create', '--or-show', '--password', password,
               'health-outsider')
@@ -69,14 +55,7 @@ def outsider(admin):
     for role in ('member', 'reader'):
         admin.run('role', 'add', '--user', 'health-outsider', '--project',
                   'health-outsider', role)
-    user = cloud.Cloud.__new__(cloud.Cloud)
-    user.user = 'health-outsider'
-    user.creds = dict(admin.creds, OS_USERNAME='health-outsider',
-                      OS_PASSWORD=password,
-                      OS_PROJECT_NAME='health-outsider')
-    user.env = dict(os.environ, **user.creds)
-    user._session = None
-    return user
+    return admin.other_user('health-outsider', password, 'health-outsider')
 
 
 @pytest.fixture
@@ -87,13 +66,14 @@ def watched(demo, stacks):
     return stack
 
 
+@pytest.mark.fakecloud
 @pytest.mark.parametrize('fault,reason', [
     ('vanish', 'Nova status DELETED'),
     ('crash_to_error', 'Nova status ERROR'),
 ])
 def test_failure_seen_by_polling(admin, demo, watched, fault, reason):
     server_id = _server_id(demo, watched, 'web')
-    resp = _fault(admin, '/servers/%s/fault' % server_id, fault)
+    resp = admin.inject_fault(server_id, fault)
     assert resp.status_code == 200, resp.text
     target = _wait_state(demo, watched, 'web', 'UNHEALTHY')
     assert target['reason'] in (reason, "Not in Nova's server list")
@@ -106,8 +86,9 @@ def test_failure_seen_by_polling(admin, demo, watched, fault, reason):
         'HEALTHY', 'UNHEALTHY', 'NODE_STATUS_POLLING')
 
 
+@pytest.mark.fakecloud
 def test_api_errors_are_never_a_failure(admin, demo, watched):
-    resp = _fault(admin, '/fault', 'api_errors', duration=2 * INTERVAL)
+    resp = admin.inject_api_fault('api_errors', duration=2 * INTERVAL)
     assert resp.status_code == 200, resp.text
     deadline = time.monotonic() + 3 * INTERVAL
     unknown_seen = False
@@ -136,6 +117,7 @@ def test_report_is_for_the_stack_project_only(demo, reader, outsider,
     assert _report(demo, missing).status_code == 404
 
 
+@pytest.mark.fakecloud
 def test_all_failed_versus_any_failed(admin, demo, stacks):
     """The poll URL always fails; polling fails only after a crash."""
     any_failed = stacks('any', 'health_two_modes.yaml',
@@ -146,7 +128,7 @@ def test_all_failed_versus_any_failed(admin, demo, stacks):
     assert target['last_observation']['source'] == 'NODE_STATUS_POLL_URL'
     _wait_state(demo, all_failed, 'web', 'SUSPECT')
     server_id = _server_id(demo, all_failed, 'web')
-    resp = _fault(admin, '/servers/%s/fault' % server_id, 'crash_to_error')
+    resp = admin.inject_fault(server_id, 'crash_to_error')
     assert resp.status_code == 200, resp.text
     target = _wait_state(demo, all_failed, 'web', 'UNHEALTHY')
     assert target['reason'] == 'Nova status ERROR'

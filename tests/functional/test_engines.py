@@ -18,6 +18,10 @@ import pytest
 from heat_health.engine import partition
 from tests.functional import engines
 
+# Engines of the test's own on the local deployment's configuration, and
+# fakecloud's faults.
+pytestmark = pytest.mark.fakecloud
+
 STACKS = 30
 EVENTS = [{'type': 'LIFECYCLE_EVENTS'}]
 

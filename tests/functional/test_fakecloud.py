@@ -9,6 +9,9 @@ import requests
 from tests.functional import cloud
 from tests.functional import notifications
 
+# fakecloud itself.
+pytestmark = pytest.mark.fakecloud
+
 
 @pytest.fixture(scope='module')
 def nova_events():

@@ -2,7 +2,8 @@
 
 ``tests/functional/gabbits/*.yaml`` name everything they need in the
 environment (see their heading); this test makes the stack and the tokens
-and plays each file with the real ``gabbi-run``.
+(of the demo, reader and alt_demo clouds, the URLs from their catalogs) and
+plays each file with the real ``gabbi-run``.
 """
 
 import json
@@ -27,12 +28,10 @@ def test_gabbit(gabbit, demo, reader, alt_demo, stacks):
                HEAT_HEALTH_TOKEN=demo.session.get_token(),
                HEAT_HEALTH_READER_TOKEN=reader.session.get_token(),
                HEAT_HEALTH_ALT_TOKEN=alt_demo.session.get_token(),
-               HEAT_HEALTH_ALT_URL=alt_demo.session.get_endpoint(
-                   service_type='orchestration', interface='public'),
+               HEAT_HEALTH_ALT_URL=alt_demo.endpoint('orchestration'),
                HEAT_HEALTH_STACK=stack['stack_name'],
                HEAT_HEALTH_STACK_ID=stack['id'])
-    url = demo.session.get_endpoint(service_type='orchestration',
-                                    interface='public')
+    url = demo.endpoint('orchestration')
     with open(GABBITS / gabbit) as tests:
         result = subprocess.run([GABBI_RUN, url], stdin=tests, env=env,
                                 capture_output=True, text=True, timeout=300)

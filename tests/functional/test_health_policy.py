@@ -1,8 +1,14 @@
-"""OS::Heat::HealthPolicy through Heat, as the demo user."""
+"""OS::Heat::HealthPolicy through Heat, as the demo user.
+
+The tests marked fakecloud stop, kill or add engines of the local
+deployment, or break its servers.
+"""
 
 import os
 import signal
 import time
+
+import pytest
 
 from tests.functional import cloud
 from tests.functional import engines
@@ -51,6 +57,7 @@ def test_invalid_policy_is_rejected_naming_the_property(demo):
     assert 'poll_url is required' in error, error
 
 
+@pytest.mark.fakecloud
 def test_create_fails_clearly_without_an_engine(demo):
     name = 'orphan-policy-%d' % time.time()
     engines.localcloud('stop', 'heat-health-engine')
@@ -66,6 +73,7 @@ def test_create_fails_clearly_without_an_engine(demo):
         demo.delete_stack(name)
 
 
+@pytest.mark.fakecloud
 def test_engine_killed_and_restarted_resumes_watching(admin, demo, stacks):
     name = stacks('policy', 'policy.yaml')['stack_name']
     old_engine = _all_healthy(demo, name)['status']['engine_id']
@@ -91,6 +99,7 @@ def test_engine_killed_and_restarted_resumes_watching(admin, demo, stacks):
         'SHUTOFF', 'stopped', 'power_off')), member
 
 
+@pytest.mark.fakecloud
 def test_autoscaling_group_members_followed_through_scale_out(
         admin, demo, stacks):
     name = stacks('asg-policy', 'policy_asg.yaml')['stack_name']
@@ -120,6 +129,7 @@ def test_autoscaling_group_members_followed_through_scale_out(
                for m in others)
 
 
+@pytest.mark.fakecloud
 def test_second_engine_never_shares_and_takes_a_dead_ones_policy(
         admin, demo, stacks, tmp_path):
     name = stacks('policy', 'policy.yaml')['stack_name']

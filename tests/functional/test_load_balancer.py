@@ -15,6 +15,10 @@ from tests.functional import engines
 from tests.functional import healing as h
 from tests.functional import load_balancing as lb
 
+# A second engine of the local deployment, fakecloud's timeline and
+# Octavia's simulated member status.
+pytestmark = pytest.mark.fakecloud
+
 
 @pytest.fixture(scope='module', autouse=True)
 def second_engine(demo, tmp_path_factory):

@@ -36,7 +36,8 @@ def test_mark_with_reason_shows_in_resource_and_events(demo, marks):
 def test_mark_without_reason_records_who(demo, marks):
     _mark(demo, marks, 'without_reason')
     assert _status(demo, marks, 'without_reason') == (
-        'CHECK_FAILED', 'Marked unhealthy explicitly by user demo')
+        'CHECK_FAILED', 'Marked unhealthy explicitly by user %s'
+        % demo.username)
 
 
 def test_reset_clears_check_failed(demo, marks):

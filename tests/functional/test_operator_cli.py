@@ -1,8 +1,9 @@
 """The operators' commands, through the real ``openstack`` CLI.
 
 ``openstack stack health show|event list|pause|resume`` as the demo user
-on a stack healed by a policy, with a second engine sharing the policies;
-what a reader, another project and a typo get.
+on a stack healed by a policy, with a second engine sharing the policies
+(fakecloud breaks its servers); what a reader, another project and a typo
+get, on any deployment.
 """
 
 import json
@@ -19,8 +20,9 @@ from tests.functional import healing as h
 EVENTS_ONLY = [{'type': 'LIFECYCLE_EVENTS'}]
 
 
-@pytest.fixture(scope='module', autouse=True)
+@pytest.fixture(scope='module')
 def second_engine(demo, tmp_path_factory):
+    """A second engine of the local deployment: the policies are shared."""
     engine = engines.Engine(tmp_path_factory.mktemp('operator-cli'),
                             'operator-peer').start(demo)
     yield engine
@@ -41,6 +43,8 @@ def _healed(demo, admin, stack, path):
     return server_id
 
 
+@pytest.mark.fakecloud
+@pytest.mark.usefixtures('second_engine')
 def test_show_and_event_list_tell_the_incident(demo, admin, stacks):
     stack, _ = h.heal_stack(stacks, demo, 'cli-show', count=2,
                             modes=EVENTS_ONLY)
@@ -77,6 +81,8 @@ def test_show_and_event_list_tell_the_incident(demo, admin, stacks):
     assert newest == events[-1:]
 
 
+@pytest.mark.fakecloud
+@pytest.mark.usefixtures('second_engine')
 def test_follow_prints_a_step_as_it_happens(demo, admin, stacks):
     stack, targets = h.heal_stack(stacks, demo, 'cli-follow', count=2,
                                   modes=EVENTS_ONLY)
@@ -112,6 +118,8 @@ def test_follow_prints_a_step_as_it_happens(demo, admin, stacks):
     assert 'Traceback' not in follow.stderr.read()
 
 
+@pytest.mark.fakecloud
+@pytest.mark.usefixtures('second_engine')
 def test_pause_holds_healing_and_resume_heals(demo, admin, stacks,
                                               demo_nova):
     stack, targets = h.heal_stack(stacks, demo, 'cli-pause', count=2,
@@ -119,9 +127,10 @@ def test_pause_holds_healing_and_resume_heals(demo, admin, stacks,
     name = stack['stack_name']
     paused = _health(demo, 'pause', name, '--reason', 'kernel upgrade')
     assert [(p['Policy'], p['Paused'], p['By'], p['Reason'])
-            for p in paused] == [('health', True, 'demo', 'kernel upgrade')]
+            for p in paused] == [('health', True, demo.username,
+                                  'kernel upgrade')]
     shown = _health(demo, 'show', name)
-    assert shown['policies'][0]['paused']['by'] == 'demo'
+    assert shown['policies'][0]['paused']['by'] == demo.username
 
     server_id = targets['workers/0']['server_id']
     assert admin.inject_fault(server_id, 'power_off').status_code == 200
@@ -132,7 +141,8 @@ def test_pause_holds_healing_and_resume_heals(demo, admin, stacks,
         lambda: [e for e in _health(demo, 'event', 'list', name)
                  if e['Event'] == 'SUPPRESSED'],
         'the recovery held', timeout=30)
-    assert 'healing paused by demo: kernel upgrade' in held[-1]['Reason']
+    assert 'healing paused by %s: kernel upgrade' % demo.username in (
+        held[-1]['Reason'])
     time.sleep(10)
     assert not h.started(h.events(demo, stack), server_id)
     assert demo_nova.servers.get(server_id).status == 'SHUTOFF'

@@ -8,6 +8,9 @@ import pytest
 from tests.functional import engines
 from tests.functional import healing as h
 
+# fakecloud's faults and timeline; a second engine of the local deployment.
+pytestmark = pytest.mark.fakecloud
+
 
 @pytest.fixture(scope='module', autouse=True)
 def second_engine(demo, tmp_path_factory):

@@ -14,15 +14,15 @@ import signal
 
 import pytest
 
-from tests.functional import cloud
 from tests.functional import engines
 from tests.functional import healing as h
 
+# The local deployment's heat-engine and engines; fakecloud's faults.
+pytestmark = pytest.mark.fakecloud
+
 
 def _heat_engine_group():
-    pid = int((cloud.STATE_DIR / 'run' / 'heat-engine.pid').read_text()
-              .split()[0])
-    return os.getpgid(pid)
+    return os.getpgid(engines.deployment_pid('heat-engine'))
 
 
 @pytest.fixture
