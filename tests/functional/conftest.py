@@ -17,6 +17,7 @@ from novaclient import exceptions as nova_exc
 import pytest
 
 from tests.functional import cloud
+from tests.functional import engines
 from tests.functional import service_logs
 
 NOVA_API_VERSION = '2.1'
@@ -25,12 +26,19 @@ MARKER_HELP = ("%s: needs fakecloud's fault injection or Octavia's "
                "simulated member status (the local deployment); "
                "deselected when the target cloud has no fakecloud" % MARKER)
 FORCE_VARIABLE = 'HEAT_HEALTH_FAKECLOUD'
+ENGINE_MARKER = 'engine_control'
+ENGINE_MARKER_HELP = (
+    "%s: stops and starts the deployment's heat-health-engine (the local "
+    "deployment does it; elsewhere HEAT_HEALTH_ENGINE_STOP and "
+    "HEAT_HEALTH_ENGINE_START are the commands); deselected without "
+    "them" % ENGINE_MARKER)
 _FALSE = ('0', 'false', 'no', 'off')
 _TRUE = ('1', 'true', 'yes', 'on')
 
 # What this run found of fakecloud: (present, why), and what it deselected.
 _FAKECLOUD = pytest.StashKey()
 _DESELECTED = pytest.StashKey()
+_ENGINE_DESELECTED = pytest.StashKey()
 
 
 def fakecloud_wanted(environ, probe):
@@ -65,6 +73,15 @@ def deselect_note(count, why):
                'was' if count == 1 else 'were', why))
 
 
+def engine_note(count):
+    """The summary's line about the deselected engine-stopping tests."""
+    return ('%d functional test%s stop%s heat-health-engine and %s '
+            'deselected: set %s and %s to the commands that stop and start '
+            'it' % (count, '' if count == 1 else 's',
+                    's' if count == 1 else '', 'was' if count == 1 else
+                    'were', engines.STOP_VARIABLE, engines.START_VARIABLE))
+
+
 def _probe():
     return cloud.Cloud(cloud.cloud_name('admin')).has_fakecloud()
 
@@ -85,10 +102,29 @@ def _fakecloud(config):
 
 def pytest_configure(config):
     config.addinivalue_line('markers', MARKER_HELP)
+    config.addinivalue_line('markers', ENGINE_MARKER_HELP)
+
+
+def _deselect_engine_stoppers(config, items):
+    """Tests that stop the engine need a way to: localcloud or commands."""
+    stopping = [i for i in items if i.get_closest_marker(ENGINE_MARKER)]
+    if not stopping or engines.engine_commands(os.environ):
+        return
+    if _fakecloud(config)[0] is not False:
+        return  # the local deployment (or unknown: the test will say)
+    config.hook.pytest_deselected(items=stopping)
+    items[:] = [i for i in items if i not in stopping]
+    config.stash[_ENGINE_DESELECTED] = len(stopping)
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """Deselect the fakecloud tests when the target cloud has none."""
+    """Deselect the tests the target cloud cannot run."""
+    _deselect_fakecloud(config, items)
+    _deselect_engine_stoppers(config, items)
+
+
+def _deselect_fakecloud(config, items):
+    """The fakecloud tests, when the target cloud has none."""
     marked, others = split_fakecloud(items)
     if not marked:
         return
@@ -102,6 +138,10 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if _ENGINE_DESELECTED in config.stash:
+        terminalreporter.write_sep('-', 'heat-health-engine')
+        terminalreporter.write_line(engine_note(
+            config.stash[_ENGINE_DESELECTED]))
     if _DESELECTED in config.stash:
         terminalreporter.write_sep('-', 'fakecloud')
         terminalreporter.write_line(deselect_note(*config.stash[_DESELECTED]))

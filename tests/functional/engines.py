@@ -10,6 +10,7 @@ import contextlib
 import os
 import pathlib
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -26,6 +27,44 @@ def localcloud(*args):
                             stdin=subprocess.DEVNULL, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout
+
+
+# Commands that stop and start the deployment's heat-health-engine where
+# tools/localcloud does not run it (devstack: systemctl on the
+# devstack@heat-health-engine unit).
+STOP_VARIABLE, START_VARIABLE = ('HEAT_HEALTH_ENGINE_STOP',
+                                 'HEAT_HEALTH_ENGINE_START')
+
+
+def engine_commands(environ):
+    """(stop, start) argument lists from the environment, or None."""
+    stop, start = environ.get(STOP_VARIABLE), environ.get(START_VARIABLE)
+    if not (stop and start):
+        return None
+    return shlex.split(stop), shlex.split(start)
+
+
+def _run(command):
+    result = subprocess.run(command, capture_output=True, text=True,
+                            stdin=subprocess.DEVNULL, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@contextlib.contextmanager
+def deployment_engine_stopped():
+    """The deployment's heat-health-engine stopped, then started again."""
+    commands = engine_commands(os.environ)
+    if commands is None:
+        localcloud('stop', 'heat-health-engine')
+    else:
+        _run(commands[0])
+    try:
+        yield
+    finally:
+        if commands is None:
+            localcloud('up')
+        else:
+            _run(commands[1])
 
 
 def deployment_pid(service):

@@ -57,19 +57,19 @@ def test_invalid_policy_is_rejected_naming_the_property(demo):
     assert 'poll_url is required' in error, error
 
 
-@pytest.mark.fakecloud
+@pytest.mark.engine_control
 def test_create_fails_clearly_without_an_engine(demo):
     name = 'orphan-policy-%d' % time.time()
-    engines.localcloud('stop', 'heat-health-engine')
     try:
-        demo.run('stack', 'create', '--wait', '-t',
-                 str(cloud.TEMPLATES / 'policy.yaml'), name, check=False)
-        stack = demo.json('stack', 'show', name)
+        with engines.deployment_engine_stopped():
+            demo.run('stack', 'create', '--wait', '-t',
+                     str(cloud.TEMPLATES / 'policy.yaml'), '-e',
+                     demo.stack_environment(), name, check=False)
+            stack = demo.json('stack', 'show', name)
         assert stack['stack_status'] == 'CREATE_FAILED', stack
         assert 'no heat-health-engine confirmed' in (
             stack['stack_status_reason']), stack['stack_status_reason']
     finally:
-        engines.localcloud('up')
         demo.delete_stack(name)
 
 

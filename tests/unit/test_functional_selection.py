@@ -174,3 +174,42 @@ def test_an_unknown_cloud_is_named_in_the_error(monkeypatch, tmp_path):
     with pytest.raises(cloud.CloudNotFound) as raised:
         cloud.Cloud('nowhere')
     assert 'nowhere' in str(raised.value)
+
+
+class _EngineItem(_Item):
+    def get_closest_marker(self, name):
+        return mock.sentinel.marker if (
+            self._marked and name == conftest.ENGINE_MARKER) else None
+
+
+def _select_engine_tests(monkeypatch, env):
+    for key in ('HEAT_HEALTH_ENGINE_STOP', 'HEAT_HEALTH_ENGINE_START'):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv(conftest.FORCE_VARIABLE, '0')
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    config = _Config()
+    items = [_EngineItem('registration', True), _EngineItem('mark', False)]
+    conftest.pytest_collection_modifyitems(None, config, items)
+    lines = []
+    conftest.pytest_terminal_summary(mock.Mock(write_line=lines.append), 0,
+                                     config)
+    return [i.name for i in items], lines
+
+
+def test_engine_stopping_tests_need_commands_away_from_localcloud(
+        monkeypatch):
+    kept, lines = _select_engine_tests(monkeypatch, {})
+    assert kept == ['mark']
+    assert lines == ['1 functional test stops heat-health-engine and was '
+                     'deselected: set HEAT_HEALTH_ENGINE_STOP and '
+                     'HEAT_HEALTH_ENGINE_START to the commands that stop '
+                     'and start it']
+
+
+def test_engine_stopping_tests_run_with_the_commands(monkeypatch):
+    kept, lines = _select_engine_tests(monkeypatch, {
+        'HEAT_HEALTH_ENGINE_STOP': 'systemctl stop e',
+        'HEAT_HEALTH_ENGINE_START': 'systemctl start e'})
+    assert kept == ['registration', 'mark']
+    assert lines == []
