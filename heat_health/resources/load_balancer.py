@@ -818,10 +818,12 @@ class LoadBalancer(targeting.TargetsMixin, resource.Resource):
         return cidrs[subnet_id]
 
     def _record_members(self, current, desired):
+        """Members with their servers' places: a replaced one is known."""
         self._store_members(lb_members.member_map(
             current, {w['server_id']: address
                       for address, w in desired.items()},
-            self.properties[self.POOL][self.POOL_PROTOCOL_PORT]))
+            self.properties[self.POOL][self.POOL_PROTOCOL_PORT],
+            paths={w['server_id']: w['name'] for w in desired.values()}))
 
     def _batch_applied(self, state, pool):
         try:

@@ -606,7 +606,9 @@ class LoadBalancerLifecycleTest(LoadBalancerBase):
                          self._data(stack, 'pool'))
         self.assertEqual({'id': 'hm-4', 'created': True},
                          self._data(stack, 'health_monitor'))
-        members = {'s1': {'member_id': 'member-5', 'address': '10.0.0.11'}}
+        # With its place: the follower knows a replaced server's member.
+        members = {'s1': {'member_id': 'member-5', 'address': '10.0.0.11',
+                          'path': 'web/s1'}}
         self.assertEqual(members, self._data(stack, lb_members.DATA_MEMBERS))
         # What heat-health-engine reads to make the pool follow the group.
         spec = lb_members.read_data(lb.data())
@@ -943,7 +945,8 @@ class LoadBalancerLifecycleTest(LoadBalancerBase):
                          stack.status_reason)
         server_id = stack['web'].resource_id
         self.assertEqual({server_id: {'member_id': 'member-4',
-                                      'address': '10.0.0.50'}},
+                                      'address': '10.0.0.50',
+                                      'path': 'web'}},
                          stack['lb'].FnGetAtt('members'))
         self.assertEqual(['web'], [m['name']
                                    for m in self.octavia.batches[-1]])
