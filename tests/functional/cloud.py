@@ -136,12 +136,6 @@ def _client_environ():
             if not key.startswith('OS_') or key.startswith('OS_CLIENT_')}
 
 
-# The local deployment's users, as the benchmarks name them, and their
-# clouds in its own clouds.yaml.
-LOCALCLOUD_USERS = {'demo': 'devstack', 'reader': 'devstack-reader',
-                    'admin': 'devstack-admin', 'alt_demo': 'devstack-alt'}
-
-
 class Cloud(object):
     """One user of the deployment: a cloud of clouds.yaml.
 
@@ -162,9 +156,10 @@ class Cloud(object):
             region = _load(name, config_file)
         except CloudNotFound:
             local = STATE_DIR / 'clouds.yaml'
-            if name not in LOCALCLOUD_USERS or not local.exists():
+            if name not in ROLES or not local.exists():
                 raise
-            name, config_file = LOCALCLOUD_USERS[name], str(local)
+            # A user's name, as the benchmarks give it: its default cloud.
+            name, config_file = DEFAULT_CLOUD + ROLES[name][1], str(local)
             region = _load(name, config_file)
         self.name = name
         self.config_file = config_file
