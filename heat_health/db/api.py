@@ -58,14 +58,21 @@ def _detached(session, rows):
     return rows
 
 
-def policy_create_or_update(values):
-    """Write a policy row; an existing one keeps its owner and lease."""
+def policy_create_or_update(values, grace_seconds=0):
+    """Write a policy row; an existing one keeps its owner and lease.
+
+    A policy enabled again gives its targets the grace, as a resumed stack
+    does: what was seen while it was off is not judged before its servers
+    were looked at again.
+    """
     with _facade.writer.using(_Session()) as session:
         policy = session.get(models.Policy, values['id'])
         if policy is None:
             policy = models.Policy(**values)
             session.add(policy)
         else:
+            if values.get('enabled') and not policy.enabled:
+                _grace_targets(session, policy.id, grace_seconds)
             for key, value in values.items():
                 setattr(policy, key, value)
         session.flush()
@@ -193,12 +200,14 @@ def policy_set_suspended(policy_id, suspended, grace_seconds=0):
             id=policy_id).update({'suspended': suspended},
                                  synchronize_session=False))
         if found and not suspended:
-            session.query(models.Target).filter_by(
-                policy_id=policy_id).update(
-                    {'grace_until': timeutils.utcnow() + datetime.timedelta(
-                        seconds=grace_seconds)},
-                    synchronize_session=False)
+            _grace_targets(session, policy_id, grace_seconds)
         return found
+
+
+def _grace_targets(session, policy_id, grace_seconds):
+    session.query(models.Target).filter_by(policy_id=policy_id).update(
+        {'grace_until': timeutils.utcnow() + datetime.timedelta(
+            seconds=grace_seconds)}, synchronize_session=False)
 
 
 def _recreating(row):
@@ -291,6 +300,21 @@ def event_add(events):
                          for e in events])
 
 
+def leftovers(recovery, marked=True):
+    """What a finished recovery still has to undo, or None.
+
+    Members it drained and did not restore yet (``drained``), and the
+    server whose resource it marked CHECK_FAILED (``marked_failed``).
+    """
+    recovery = recovery or {}
+    left = {}
+    if recovery.get('drained') and not recovery.get('restored'):
+        left['drained'] = recovery['drained']
+    if marked and recovery.get('marked_failed'):
+        left['marked_failed'] = recovery['marked_failed']
+    return left or None
+
+
 def target_reset(stack_id, resource_name, reason):
     """A user said the resource is healthy: forget its failure.
 
@@ -314,7 +338,9 @@ def target_reset(stack_id, resource_name, reason):
             row.state = 'NO_DATA'
             row.state_reason = reason[:255]
             row.state_since = now
-            row.recovery = None
+            # Drained members still get their weight back; the user's
+            # reset cleared the resource's CHECK_FAILED itself.
+            row.recovery = leftovers(row.recovery, marked=False)
             row.attempts = 0
             row.first_attempt_at = None
             row.next_attempt_at = None
@@ -485,7 +511,7 @@ def target_transition(engine_id, changes):
         'old_state': the state it is expected to be in, 'server_id': the
         server it was decided of, 'generation': the owning policy's
         generation as this engine holds it, 'event': heat_health_event
-        row}].
+        row, or None for none}].
     A change is written only where the target is still in ``old_state``
     with that server, and its policy is still this engine's under that
     generation with a live lease: one conditional UPDATE each. The event
@@ -510,7 +536,8 @@ def target_transition(engine_id, changes):
                           v_generation=change['generation'])
             if session.execute(statement, params).rowcount == 1:
                 done.add(values['id'])
-                events.append(change['event'])
+                if change['event'] is not None:
+                    events.append(change['event'])
         if events:
             session.execute(sa.insert(models.Event.__table__), events)
     return done
@@ -538,11 +565,29 @@ def target_observations_store(engine_id, rows):
                                         for r in group])
 
 
-def target_get_states(target_ids):
-    """{target id: state} as stored."""
+def target_store_columns(engine_id, target_id, server_id, generation,
+                         columns):
+    """Store columns of one target this engine owns; True if stored.
+
+    Fenced as a state change is (the policy this engine's under
+    ``generation``, the place still holding ``server_id``); False when
+    that no longer holds and nothing was written.
+    """
+    params = {'v_' + c: v for c, v in columns.items()}
+    params.update(v_id=target_id, v_server_id=server_id,
+                  v_generation=generation)
+    with _facade.writer.using(_Session()) as session:
+        statement = _fenced_update(engine_id, timeutils.utcnow(),
+                                   sorted(columns))
+        return session.execute(statement, params).rowcount == 1
+
+
+def target_get_rows(target_ids):
+    """{target id: row} as stored (detached)."""
     with _facade.reader.using(_Session()) as session:
-        return dict(session.query(models.Target.id, models.Target.state)
-                    .filter(models.Target.id.in_(sorted(target_ids))))
+        rows = session.query(models.Target).filter(
+            models.Target.id.in_(sorted(target_ids))).all()
+        return {row.id: row for row in _detached(session, rows)}
 
 
 def event_get_after(policy_ids, marker=None, since=None, limit=None):

@@ -13,6 +13,7 @@ from heat_health.db import api as db_api
 from heat_health.engine import heat_locks
 from heat_health.engine.monitor import observation as obs
 from heat_health.engine import pausing
+from heat_health.engine import policy_spec
 from heat_health.engine import registry as registry_module
 from heat_health.engine import report
 from heat_health.engine import resource_locator
@@ -171,7 +172,8 @@ class HealthEndpoint(object):
             'id', 'stack_id', 'resource_name', 'spec', 'enabled'))
         values.update(project_id=ctxt.project_id, user_id=ctxt.user_id)
         existed = policy_object.Policy.get(values['id']) is not None
-        policy_object.Policy.create_or_update(values)
+        policy_object.Policy.create_or_update(
+            values, policy_spec.PolicySpec.parse(values['spec']).grace)
         owned = self.registry.claim(policy_id=values['id'])
         record = owned[0] if owned else policy_object.Policy.get(values['id'])
         watched = self.registry.refresh_targets(record)

@@ -56,8 +56,9 @@ class Policy(base.VersionedObject, base.VersionedObjectDictCompat):
         return [cls._from_db_object(row) for row in rows]
 
     @classmethod
-    def create_or_update(cls, values):
-        return cls._from_db_object(db_api.policy_create_or_update(values))
+    def create_or_update(cls, values, grace_seconds=0):
+        return cls._from_db_object(db_api.policy_create_or_update(
+            values, grace_seconds))
 
     @classmethod
     def get(cls, policy_id):

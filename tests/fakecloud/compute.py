@@ -107,7 +107,8 @@ class ComputeAPI(compute_lists.ServerLists, compute_servers.Servers,
                 raise base.NovaError(404, 'The resource could not be found.')
             if ctx.project_id is None:
                 raise base.NovaError(403, 'Project-scoped token required.')
-            self.faults.before(kwargs.get('server_id'))
+            self.faults.before(kwargs.get('server_id'),
+                               action=handler == self.action)
             req.version = version
             with self.store.lock:
                 reply = handler(req, ctx, **kwargs)

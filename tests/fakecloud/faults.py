@@ -2,12 +2,14 @@
 
 Server faults change a server the way a hypervisor, a guest or another
 client would, behind Heat's back, with the notifications Nova would send;
-API faults make the compute API slow or failing.  Every fault is admin
-only.  With a duration, a server fault undoes itself (as reset would) and an
-API fault expires.  Every fault applied goes on the timeline
-(GET /fakecloud/timeline), which tests read for the order of events.
+API faults make the compute API slow or failing, or hold server actions
+before they are accepted.  Every fault is admin only.  With a duration, a
+server fault undoes itself (as reset would) and an API fault expires.
+Every fault applied goes on the timeline (GET /fakecloud/timeline), which
+tests read for the order of events.
 """
 
+import collections
 import time
 
 from tests.fakecloud import compute_base
@@ -16,8 +18,11 @@ from tests.fakecloud import state
 
 SERVER_FAULTS = ('power_off', 'pause', 'suspend', 'shutdown',
                  'crash_to_error', 'vanish', 'hang', 'broken', 'stuck_task',
-                 'slow_api', 'api_errors', 'fail_next_action', 'reset')
-API_FAULTS = ('slow_api', 'api_errors', 'reset')
+                 'slow_api', 'slow_actions', 'api_errors',
+                 'fail_next_action', 'reset')
+API_FAULTS = ('slow_api', 'slow_actions', 'api_errors', 'reset')
+# Faults that hold requests for their 'delay'.
+_SLOW = ('slow_api', 'slow_actions')
 _TIMED = ('power_off', 'pause', 'suspend', 'shutdown', 'crash_to_error',
           'hang', 'stuck_task')
 DEFAULT_SLOW_DELAY = 2.0
@@ -73,6 +78,8 @@ class Faults(object):
                                                        conf.health_port)
         # API-wide faults: name -> {'until': monotonic time, 'delay': s}
         self.api_faults = {}
+        # Server id -> requests about it that a slow fault holds now.
+        self.held = collections.Counter()
         router = self.router = http.Router()
         router.add('GET', '/fault', self.show_api_faults)
         router.add('POST', '/fault', self.inject_api_fault)
@@ -91,18 +98,34 @@ class Faults(object):
                 del faults[name]
         return faults
 
-    def before(self, server_id=None, compute_api=True):
-        """Delay or fail a request as the API faults in force say."""
+    def before(self, server_id=None, compute_api=True, action=False):
+        """Delay or fail a request as the API faults in force say.
+
+        action: the request is a server action (POST .../action), which
+        slow_actions holds too.
+        """
+        slow = _SLOW if action else ('slow_api',)
         with self.store.lock:
             faults = [self._live(self.api_faults)]
             server = self.store.servers.get(server_id) if server_id else None
             if server is not None:
                 faults.append(self._live(server.api_faults))
-            delay = max([f['slow_api']['delay'] for f in faults
-                         if 'slow_api' in f] or [0])
+            delay = max([f[name]['delay'] for f in faults for name in slow
+                         if name in f] or [0])
             failing = any('api_errors' in f for f in faults)
+            if delay and server is not None:
+                self.held[server.id] += 1
         if delay:
-            time.sleep(delay)
+            try:
+                # Whether or not the caller still waits: what it asked is
+                # done all the same, as Nova's API does.
+                time.sleep(delay)
+            finally:
+                if server is not None:
+                    with self.store.lock:
+                        self.held[server.id] -= 1
+                        if not self.held[server.id]:
+                            del self.held[server.id]
         if failing and compute_api:
             raise compute_base.NovaError(
                 500, 'Unexpected API Error. Please report this at '
@@ -140,7 +163,7 @@ class Faults(object):
         parameters = {}
         if duration is not None:
             parameters['duration'] = duration
-        if name == 'slow_api':
+        if name in _SLOW:
             parameters['delay'] = delay
         return parameters
 
@@ -177,7 +200,7 @@ class Faults(object):
         else:
             faults[name] = {'until': (
                 None if duration is None else time.monotonic() + duration)}
-            if name == 'slow_api':
+            if name in _SLOW:
                 faults[name]['delay'] = delay
 
     def _describe_api_faults(self, faults):
@@ -221,6 +244,7 @@ class Faults(object):
             'stuck': server.stuck,
             'fail_next_action': server.fail_next_action,
             'api_faults': self._describe_api_faults(server.api_faults),
+            'held_requests': self.held[server.id],
             'fault': server.fault,
             'created_at': state.isotime_us(server.created_at),
             'updated_at': state.isotime_us(server.updated_at),
@@ -246,7 +270,7 @@ class Faults(object):
             parameters.update(stuck)
         # Before the fault acts: what it causes comes later in the timeline.
         self.store.record(server, 'fault:' + name, parameters=parameters)
-        if name in ('slow_api', 'api_errors'):
+        if name in API_FAULTS and name != 'reset':
             self._set_api_fault(server.api_faults, name, duration, delay)
         else:
             self.apply(server, name, stuck)

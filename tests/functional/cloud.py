@@ -378,6 +378,13 @@ class Cloud(object):
             self.fakecloud_url('/servers/%s/fault' % server_id),
             json=dict(fault=fault, **extra), raise_exc=False)
 
+    def fakecloud_server(self, server_id):
+        """fakecloud's internal state of one server (a dict)."""
+        resp = self.session.get(
+            self.fakecloud_url('/servers/%s' % server_id), raise_exc=False)
+        assert resp.status_code == 200, resp.text
+        return resp.json()['server']
+
     def inject_api_fault(self, fault, **extra):
         return self.session.post(self.fakecloud_url('/fault'),
                                  json=dict(fault=fault, **extra),

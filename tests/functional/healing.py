@@ -2,6 +2,7 @@
 
 import configparser
 import json
+import time
 
 import sqlalchemy as sa
 
@@ -63,15 +64,34 @@ def started(events, server_id=None):
             (server_id is None or e['server_id'] == server_id)]
 
 
-def heal_stack(stacks, demo, prefix, count=3, **params):
+def heal_stack(stacks, demo, prefix, count=3, template='heal_group.yaml',
+               **params):
+    """A stack of ``count`` servers and its targets, once all are HEALTHY.
+
+    :param template: one with a ``count`` of servers and a health policy.
+    """
     args = ['count=%d' % count]
     for key, value in params.items():
         args.append('%s=%s' % (key, json.dumps(value)
                                if not isinstance(value, (str, int))
                                else value))
-    stack = stacks(prefix, 'heal_group.yaml', *args)
+    stack = stacks(prefix, template, *args)
     return stack, demo.wait_for(lambda: all_healthy(demo, stack, count),
                                 'every server HEALTHY')
+
+
+def last_seen(read, done, timeout=30, interval=0.5):
+    """What ``read()`` returns once ``done`` of it, or at the deadline.
+
+    For an assertion on what was seen: a wait that times out would only
+    say that it did.
+    """
+    deadline = time.time() + timeout
+    while True:
+        value = read()
+        if done(value) or time.time() >= deadline:
+            return value
+        time.sleep(interval)
 
 
 def timeline(admin, server_id=None):

@@ -21,6 +21,41 @@ def members(client, pool_id):
             for m in client.member_list(pool_id)['members']}
 
 
+def weights(client, pool_id):
+    """{address: weight} of the pool's members."""
+    return {a: m['weight'] for a, m in members(client, pool_id).items()}
+
+
+def servers(demo, stack_name):
+    """{server id: path} of the stack's group, from Heat."""
+    return {r['physical_resource_id']: r['resource_name']
+            for r in demo.nested_resources(stack_name)
+            if r['resource_type'] == 'OS::Nova::Server' and
+            r['physical_resource_id']}
+
+
+def addresses(admin_nova, server_ids):
+    """{server id: address} of the servers plugged in already."""
+    found = {}
+    for server_id in server_ids:
+        private = admin_nova.servers.get(server_id).networks.get('private')
+        if private:
+            found[server_id] = private[0]
+    return found
+
+
+def follows(demo, client, admin_nova, stack_name, pool_id, count):
+    """{address: member} once the pool holds exactly the group's servers."""
+    group = servers(demo, stack_name)
+    if len(group) != count:
+        return None
+    found = members(client, pool_id)
+    wanted = addresses(admin_nova, group)
+    if len(wanted) != count:
+        return None
+    return found if set(found) == set(wanted.values()) else None
+
+
 def lb_ids(demo, stack_name):
     """(load balancer id, pool id) of the stack's ``lb`` resource."""
     attributes = demo.resource(stack_name, 'lb')['attributes']

@@ -103,6 +103,35 @@ def test_slow_api_delays_answers(admin, demo_nova, server):
     admin.inject_api_fault('reset')
 
 
+def test_slow_actions_carries_out_an_action_its_caller_gave_up_on(
+        admin, demo, demo_nova, server):
+    resp = admin.inject_fault(server.id, 'slow_actions', delay=3,
+                              duration=30)
+    assert resp.status_code == 200, resp.text
+    # Only actions are held: reads answer at once.
+    start = time.monotonic()
+    demo_nova.servers.get(server.id)
+    assert time.monotonic() - start < 1
+    last = timeline(admin)[-1]['seq']
+    url = '%s/servers/%s/action' % (demo.endpoint('compute'), server.id)
+    with pytest.raises(requests.exceptions.ReadTimeout):
+        requests.post(url, json={'reboot': {'type': 'SOFT'}}, timeout=0.5,
+                      headers={'X-Auth-Token': demo.session.get_token()})
+    assert admin.fakecloud_server(server.id)['held_requests'] == 1
+    assert not [e for e in timeline(admin, server_id=server.id,
+                                    since_seq=last)
+                if e['event'] == 'action:reboot']
+    # The caller is gone; the reboot is accepted all the same, late.
+    demo.wait_for(lambda: [e for e in timeline(admin, server_id=server.id,
+                                               since_seq=last)
+                           if e['event'] == 'active'],
+                  'the reboot done', timeout=10, interval=0.2)
+    events = [e['event'] for e in timeline(admin, server_id=server.id,
+                                           since_seq=last)]
+    assert events == ['action:reboot', 'active'], events
+    assert admin.fakecloud_server(server.id)['held_requests'] == 0
+
+
 def test_faults_are_admin_only(demo, server):
     assert demo.inject_fault(server.id, 'power_off').status_code == 403
 

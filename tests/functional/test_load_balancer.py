@@ -33,43 +33,13 @@ def octavia(demo):
     return lb.octavia(demo)
 
 
-def _servers(demo, stack_name):
-    """{server id: path} of the stack's group, from Heat."""
-    return {r['physical_resource_id']: r['resource_name']
-            for r in demo.nested_resources(stack_name)
-            if r['resource_type'] == 'OS::Nova::Server' and
-            r['physical_resource_id']}
-
-
-def _addresses(admin_nova, server_ids):
-    """{server id: address} of the servers plugged in already."""
-    found = {}
-    for server_id in server_ids:
-        addresses = admin_nova.servers.get(server_id).networks.get('private')
-        if addresses:
-            found[server_id] = addresses[0]
-    return found
-
-
-def _follows(demo, octavia, admin_nova, stack_name, pool_id, count):
-    """{address: member} once the pool holds exactly the group's servers."""
-    servers = _servers(demo, stack_name)
-    if len(servers) != count:
-        return None
-    found = lb.members(octavia, pool_id)
-    wanted = _addresses(admin_nova, servers)
-    if len(wanted) != count:
-        return None
-    return found if set(found) == set(wanted.values()) else None
-
-
 def test_members_follow_the_group_and_go_with_the_stack(
         demo, octavia, admin_nova, stacks):
     stack = stacks('lb-follow', 'lb_group.yaml', 'capacity=2')
     name = stack['stack_name']
     lb_id, pool_id = lb.lb_ids(demo, name)
-    found = demo.wait_for(lambda: _follows(demo, octavia, admin_nova, name,
-                                           pool_id, 2), 'two members')
+    found = demo.wait_for(lambda: lb.follows(demo, octavia, admin_nova, name,
+                                             pool_id, 2), 'two members')
     assert all(m['name'].startswith('web/') for m in found.values())
     attribute = demo.json('stack', 'resource', 'show', name, 'lb', '-c',
                           'attributes')['attributes']
@@ -82,26 +52,26 @@ def test_members_follow_the_group_and_go_with_the_stack(
     lb.wait_active(octavia, lb_id)
 
     demo.run('stack', 'resource', 'signal', name, 'scale_out')
-    found = demo.wait_for(lambda: _follows(demo, octavia, admin_nova, name,
-                                           pool_id, 4),
+    found = demo.wait_for(lambda: lb.follows(demo, octavia, admin_nova, name,
+                                             pool_id, 4),
                           'four members after the scale-out', timeout=60)
     assert found[kept]['weight'] == 5
     assert {m['weight'] for a, m in found.items() if a != kept} == {1}
 
-    before = _servers(demo, name)
+    before = lb.servers(demo, name)
     demo.run('stack', 'resource', 'signal', name, 'scale_in')
-    found = demo.wait_for(lambda: _follows(demo, octavia, admin_nova, name,
-                                           pool_id, 2),
+    found = demo.wait_for(lambda: lb.follows(demo, octavia, admin_nova, name,
+                                             pool_id, 2),
                           'two members after the scale-in', timeout=60)
     # The members that went are those of the servers Heat deleted.
-    after = _servers(demo, name)
+    after = lb.servers(demo, name)
     assert set(after) < set(before)
-    assert set(found) == set(_addresses(admin_nova, after).values())
+    assert set(found) == set(lb.addresses(admin_nova, after).values())
 
     demo.run('stack', 'update', '--wait', '--existing', '--parameter',
              'capacity=3', name)
-    demo.wait_for(lambda: _follows(demo, octavia, admin_nova, name,
-                                   pool_id, 3), 'three members after resize',
+    demo.wait_for(lambda: lb.follows(demo, octavia, admin_nova, name,
+                                     pool_id, 3), 'three members after resize',
                   timeout=60)
 
     demo.delete_stack(name)
@@ -116,15 +86,15 @@ def test_departing_members_leave_the_pool_before_nova_deletes_them(
     stack = stacks('lb-depart', 'lb_departure.yaml', 'capacity=4')
     name = stack['stack_name']
     _lb_id, pool_id = lb.lb_ids(demo, name)
-    demo.wait_for(lambda: _follows(demo, octavia, admin_nova, name,
-                                   pool_id, 4), 'four members')
-    before = _addresses(admin_nova, _servers(demo, name))
+    demo.wait_for(lambda: lb.follows(demo, octavia, admin_nova, name,
+                                     pool_id, 4), 'four members')
+    before = lb.addresses(admin_nova, lb.servers(demo, name))
     with lb.Watch(octavia, pool_id) as watch:
         demo.run('stack', 'resource', 'signal', name, 'scale_in')
-        found = demo.wait_for(lambda: _follows(demo, octavia, admin_nova,
-                                               name, pool_id, 2),
+        found = demo.wait_for(lambda: lb.follows(demo, octavia, admin_nova,
+                                                 name, pool_id, 2),
                               'two members after the scale-in', timeout=90)
-    gone = set(before) - set(_servers(demo, name))
+    gone = set(before) - set(lb.servers(demo, name))
     assert len(gone) == 2 and set(found) == {
         a for s, a in before.items() if s not in gone}
     for server_id in gone:
@@ -139,12 +109,12 @@ def test_departing_members_leave_the_pool_before_nova_deletes_them(
     # Down to the minimum size (1): one member goes, not two; at the
     # minimum, a scale-in deletes nothing and the pool keeps its member.
     demo.run('stack', 'resource', 'signal', name, 'scale_in')
-    last = demo.wait_for(lambda: _follows(demo, octavia, admin_nova, name,
-                                          pool_id, 1),
+    last = demo.wait_for(lambda: lb.follows(demo, octavia, admin_nova, name,
+                                            pool_id, 1),
                          'one member at the minimum size', timeout=90)
     demo.run('stack', 'resource', 'signal', name, 'scale_in')
     time.sleep(6)
-    assert _follows(demo, octavia, admin_nova, name, pool_id, 1) == last
+    assert lb.follows(demo, octavia, admin_nova, name, pool_id, 1) == last
 
 
 def test_reused_load_balancer_and_pool_are_left_as_found(
@@ -171,10 +141,10 @@ def test_reused_load_balancer_and_pool_are_left_as_found(
                        'loadbalancer=%s' % made['id'],
                        'pool=%s' % pool['id'])
         name = stack['stack_name']
-        servers = _servers(demo, name)
+        servers = lb.servers(demo, name)
         found = lb.members(octavia, pool['id'])
         assert set(found) == set(
-            _addresses(admin_nova, servers).values()) | {'10.0.0.250'}
+            lb.addresses(admin_nova, servers).values()) | {'10.0.0.250'}
         assert found['10.0.0.250']['weight'] == 3
 
         demo.delete_stack(name)
@@ -208,24 +178,24 @@ def test_member_in_error_is_drained_then_swapped(demo, admin, octavia,
                    'recovery_mode=HEAL')
     name = stack['stack_name']
     _lb_id, pool_id = lb.lb_ids(demo, name)
-    found = demo.wait_for(lambda: _follows(demo, octavia, admin_nova, name,
-                                           pool_id, 2), 'two members')
+    found = demo.wait_for(lambda: lb.follows(demo, octavia, admin_nova, name,
+                                             pool_id, 2), 'two members')
     victim = sorted(found)[0]
-    servers = {a: s for s, a in _addresses(
-        admin_nova, _servers(demo, name)).items()}
+    servers = {a: s for s, a in lb.addresses(
+        admin_nova, lb.servers(demo, name)).items()}
     old_server = servers[victim]
     with lb.Watch(octavia, pool_id) as watch:
         lb.set_status(found[victim]['id'], 'ERROR')
         found = demo.wait_for(
             lambda: (lambda f: f if f and victim not in f else None)(
-                _follows(demo, octavia, admin_nova, name, pool_id, 2)),
+                lb.follows(demo, octavia, admin_nova, name, pool_id, 2)),
             'the member swapped for a new server', timeout=150)
     # Detected from Octavia, recreated, and the pool kept its size.
     events = h.events(demo, stack)
     detected = [e for e in events if e['server_id'] == old_server and
                 e['new_state'] == 'UNHEALTHY']
     assert 'Octavia member' in detected[-1]['reason'], detected
-    now = _servers(demo, name)
+    now = lb.servers(demo, name)
     assert old_server not in now
     assert len(found) == 2
     # Drained first: weight 0 in Octavia before the new server existed.
@@ -246,16 +216,16 @@ def test_every_member_in_error_brakes(demo, octavia, admin_nova, stacks):
                    'recovery_mode=HEAL')
     name = stack['stack_name']
     _lb_id, pool_id = lb.lb_ids(demo, name)
-    found = demo.wait_for(lambda: _follows(demo, octavia, admin_nova, name,
-                                           pool_id, 3), 'three members')
-    servers = set(_servers(demo, name))
+    found = demo.wait_for(lambda: lb.follows(demo, octavia, admin_nova, name,
+                                             pool_id, 3), 'three members')
+    servers = set(lb.servers(demo, name))
     for member in found.values():
         lb.set_status(member['id'], 'ERROR')
     braked = demo.wait_for(lambda: h.policy(demo, stack).get('braked'),
                            'the policy braked', timeout=30)
     assert 'every member of pool %s is ERROR' % pool_id in braked, braked
     time.sleep(15)
-    assert set(_servers(demo, name)) == servers
+    assert set(lb.servers(demo, name)) == servers
     assert not h.started(h.events(demo, stack))
     for member in found.values():
         lb.set_status(member['id'], 'ONLINE')
@@ -272,14 +242,14 @@ def test_launch_before_terminate_keeps_the_pool_full(demo, octavia,
                    'recovery_mode=HEAL', 'actions=%s' % early)
     name = stack['stack_name']
     _lb_id, pool_id = lb.lb_ids(demo, name)
-    found = demo.wait_for(lambda: _follows(demo, octavia, admin_nova, name,
-                                           pool_id, 2), 'two members')
+    found = demo.wait_for(lambda: lb.follows(demo, octavia, admin_nova, name,
+                                             pool_id, 2), 'two members')
     victim = sorted(found)[0]
     with lb.Watch(octavia, pool_id) as watch:
         lb.set_status(found[victim]['id'], 'ERROR')
         demo.wait_for(
             lambda: (lambda f: f if f and victim not in f else None)(
-                _follows(demo, octavia, admin_nova, name, pool_id, 2)),
+                lb.follows(demo, octavia, admin_nova, name, pool_id, 2)),
             'the member swapped for a new server', timeout=150)
     assert watch.seen
     # Never drained, never fewer than two members.

@@ -46,7 +46,7 @@ def test_kill_between_marking_and_update_replaces_once(
             200
         demo.wait_for(
             lambda: (h.targets(demo, stack)['workers/0'].get(
-                'recovery') or {}).get('stage') == 'marked',
+                'recovery') or {}).get('stage') == 'updating',
             'the resource marked, the update asked for', timeout=60,
             interval=0.2)
         if owner == peer.engine_id:

@@ -189,6 +189,17 @@ class TestStatusPoller(base.HeatHealthTestCase):
         # b was known ACTIVE: skipped; a is news again once watched anew.
         self.assertEqual({'a': (obs.HEALTHY, 'Nova status ACTIVE')}, seen)
 
+    def test_a_recheck_reports_an_unchanged_server_at_the_next_poll(self):
+        self._poll()
+        self.poller.recheck({'a'})
+        # Nothing changed: a is in no changes-since listing, so it is
+        # looked up by id, once.
+        seen = self._poll()
+        self.assertEqual({'a': (obs.HEALTHY, 'Nova status ACTIVE')}, seen)
+        self.assertIn(('ids', ('a',)), self.nova.calls)
+        self.assertEqual({}, self._poll())
+        self.assertNotIn(('ids', ('a',)), self.nova.calls)
+
 
 class TestAdapter(base.HeatHealthTestCase):
 

@@ -15,6 +15,7 @@ from heat_health.db import api as db_api
 from heat_health.db import models
 from heat_health.engine.monitor import observation as obs
 from heat_health.engine.monitor import tracker
+from heat_health.engine.monitor import watched
 from heat_health.engine import targets
 from tests.unit import base
 
@@ -492,7 +493,7 @@ class TestTracker(base.HeatHealthTestCase):
         self._add_policy('pa', [], modes=(POLL, EVENTS),
                          conditional='ALL_FAILED')
         policy = db_api.policy_get('pa')
-        view = tracker.WatchedPolicy(policy, 4,
+        view = watched.WatchedPolicy(policy, 4,
                                      _resolution(busy=[('x', 'y')]))
         self.assertEqual(((POLL, EVENTS), 'ALL_FAILED', 5, 4),
                          (view.modes, view.spec.conditional,

@@ -213,6 +213,33 @@ class TestMarkFailed(ReplacerTestCase):
              marking.mark_unhealthy, marking.reason, marking.user_id,
              marking.project_id, marking.source))
 
+    def test_a_resource_holding_another_server_is_not_marked(self):
+        root = self._stack('top', SERVER)
+        self.assertRaises(heat_replace.ServerMoved,
+                          self.replacer.mark_failed, root.id, 'server',
+                          'RECREATE: nova ERROR', server_id='an-old-server')
+        self.assertEqual('COMPLETE', self._state(root, 'server')[1])
+        self.assertEqual([], marking_object.Marking.get_all_by_stack(root.id))
+
+    def test_a_mark_is_cleared_only_while_it_holds_the_server(self):
+        root = self._stack('top', SERVER)
+        server_id = self.replacer.mark_failed(root.id, 'server', 'gave up',
+                                              server_id=root['server']
+                                              .resource_id)
+        self.assertFalse(self.replacer.clear_mark(
+            root.id, 'server', 'an-old-server', 'healthy again'))
+        self.assertEqual('FAILED', self._state(root, 'server')[1])
+        self.assertTrue(self.replacer.clear_mark(
+            root.id, 'server', server_id, 'healthy again'))
+        self.assertEqual(('CHECK', 'COMPLETE', 'healthy again'),
+                         self._state(root, 'server'))
+        # Nothing of ours to clear any more.
+        self.assertFalse(self.replacer.clear_mark(
+            root.id, 'server', server_id, 'healthy again'))
+        self.assertEqual([True, False], [
+            m.mark_unhealthy for m in
+            marking_object.Marking.get_all_by_stack(root.id)][::-1])
+
     def test_member_of_a_nested_stack_is_recorded_under_the_root(self):
         root = self._stack('top', GROUPS, create=False)
         nested = self._stack('top-rg-abc', MEMBERS, owner=root,

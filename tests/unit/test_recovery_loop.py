@@ -2,6 +2,7 @@
 
 import types
 import unittest
+from unittest import mock
 
 from oslo_config import cfg
 
@@ -10,13 +11,15 @@ from heat_health.engine.monitor import states
 from heat_health.engine import policy_spec
 from heat_health.engine.recovery import heat_replace
 from heat_health.engine.recovery import loop
+from heat_health.objects import policy as policy_object
 
 
 class FakeReplacer(object):
     def __init__(self, status=('UPDATE', 'COMPLETE'), replaced=False,
-                 resource=('CHECK', 'FAILED')):
+                 resource=('CHECK', 'FAILED'), holds='old'):
         self.status = status
         self.is_replaced = replaced
+        self.holds = holds
         self.state = resource
         self.updates = []
         self.marks = []
@@ -31,9 +34,11 @@ class FakeReplacer(object):
         return heat_replace.ResourceState('old', self.state[0],
                                           self.state[1], '')
 
-    def mark_failed(self, stack_id, name, reason):
+    def mark_failed(self, stack_id, name, reason, server_id=None):
+        if server_id != self.holds:
+            raise heat_replace.ServerMoved('holds %s' % self.holds)
         self.marks.append(name)
-        return 'old'
+        return server_id
 
     def update_target(self, root, stack_id, name):
         self.updates.append(root)
@@ -48,11 +53,16 @@ class FakeTracker(object):
         self.steps = []
 
     def store_step(self, target, expect, state, reason, columns=None,
-                   source='recovery', at=None):
+                   source='recovery', at=None, announce=True):
         self.steps.append((expect, state, reason))
         target.state = state
         if columns and 'recovery' in columns:
             target.recovery = columns['recovery']
+        return True
+
+    def store_columns(self, target, columns):
+        for name, value in columns.items():
+            setattr(target, name, value)
         return True
 
 
@@ -74,50 +84,57 @@ def _target(stage, **recovery):
 
 class RecreateTest(unittest.TestCase):
 
+    def setUp(self):
+        # Stored enabled, not suspended or paused.
+        stored = types.SimpleNamespace(enabled=True, suspended=False,
+                                       paused=None, parsed=_policy().spec)
+        patcher = mock.patch.object(policy_object.Policy, 'get',
+                                    return_value=stored)
+        patcher.start()
+        self.addCleanup(patcher.stop)
+
     def _loop(self, replacer):
         self.tracker = FakeTracker()
         return loop.RecoveryLoop('engine', self.tracker, replacer,
                                  actions=lambda stack_id: None,
                                  conf=cfg.CONF)
 
+    def _advance(self, target):
+        self.recovery._advance(_policy(), target, None)
+
     def tearDown(self):
         self.recovery._pool.shutdown()
 
-    def test_marked_while_an_update_runs_waits(self):
+    def test_an_update_in_progress_holds_the_marking(self):
         replacer = FakeReplacer(status=('UPDATE', 'IN_PROGRESS'))
         self.recovery = self._loop(replacer)
-        self.recovery._advance(_policy(), types.SimpleNamespace(
-            target=_target('marked')))
+        self._advance(_target('intent'))
         self.assertEqual([], replacer.updates)
         self.assertEqual([], replacer.marks)
 
-    def test_marked_and_already_replaced_asks_nothing_more(self):
+    def test_updating_and_already_replaced_asks_nothing_more(self):
         replacer = FakeReplacer(replaced=True)
         self.recovery = self._loop(replacer)
-        self.recovery._advance(_policy(), types.SimpleNamespace(
-            target=_target('marked')))
+        self._advance(_target('updating', updates=1))
         self.assertEqual([], replacer.updates)
 
-    def test_marked_after_a_restart_asks_for_the_update_once(self):
+    def test_an_update_that_ended_without_replacing_is_asked_once_more(self):
         replacer = FakeReplacer()
         self.recovery = self._loop(replacer)
-        target = _target('marked')
-        self.recovery._advance(_policy(), types.SimpleNamespace(
-            target=target))
+        target = _target('updating', updates=1)
+        self._advance(target)
         self.assertEqual(['root'], replacer.updates)
-        self.assertEqual('updating', target.recovery['stage'])
+        self.assertEqual(2, target.recovery['updates'])
         # The next pass while heat-engine works: nothing more.
         replacer.status = ('UPDATE', 'IN_PROGRESS')
-        self.recovery._advance(_policy(), types.SimpleNamespace(
-            target=target))
+        self._advance(target)
         self.assertEqual(['root'], replacer.updates)
 
     def test_a_superseded_update_is_asked_again_then_given_up(self):
         replacer = FakeReplacer()
         self.recovery = self._loop(replacer)
         target = _target('updating', updates=loop.MAX_UPDATES)
-        self.recovery._advance(_policy(), types.SimpleNamespace(
-            target=target))
+        self._advance(target)
         self.assertEqual([], replacer.updates)
         self.assertEqual(states.UNHEALTHY, target.state)
         self.assertIn('superseded', self.tracker.steps[-1][2])
@@ -126,14 +143,14 @@ class RecreateTest(unittest.TestCase):
         replacer = FakeReplacer()
         self.recovery = self._loop(replacer)
         target = _target('intent')
-        self.recovery._advance(_policy(), types.SimpleNamespace(
-            target=target))
+        self._advance(target)
         self.assertEqual(['0'], replacer.marks)
         self.assertEqual(['root'], replacer.updates)
+        self.assertEqual('updating', target.recovery['stage'])
 
-    def test_a_user_update_in_progress_holds_the_marking(self):
-        replacer = FakeReplacer(status=('UPDATE', 'IN_PROGRESS'))
+    def test_a_resource_holding_another_server_is_not_marked(self):
+        replacer = FakeReplacer(holds='new')
         self.recovery = self._loop(replacer)
-        self.recovery._advance(_policy(), types.SimpleNamespace(
-            target=_target('intent')))
+        self._advance(_target('intent'))
         self.assertEqual([], replacer.marks)
+        self.assertEqual([], replacer.updates)

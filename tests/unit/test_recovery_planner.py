@@ -152,10 +152,12 @@ class PlanTest(unittest.TestCase):
         overdue = _target(2, states.VERIFYING, recovery={
             'step': 0, 'action': 'REBOOT', 'verify_seconds': 30,
             'deadline': (NOW - datetime.timedelta(seconds=1)).isoformat()})
-        issued = _target(3, states.RECOVERING, recovery={'stage': 'issued'})
+        issued = _target(3, states.RECOVERING, recovery={'stage': 'issuing'})
+        decided = _target(4, states.RECOVERING, recovery={'stage': 'intent'})
         plan = planner.plan(_policy(paused=PAUSED),
-                            [failed, overdue, issued], NOW)
-        self.assertEqual([('Hold', 1), ('Hold', 2), ('Advance', 3)],
+                            [failed, overdue, issued, decided], NOW)
+        self.assertEqual([('Hold', 1), ('Hold', 2), ('Advance', 3),
+                          ('Hold', 4)],
                          sorted(_kinds(plan), key=lambda k: k[1]))
         self.assertEqual({'healing paused by ops: kernel upgrade'},
                          {s.reason for s in plan.steps
@@ -259,12 +261,14 @@ class RestoreTest(unittest.TestCase):
         self.assertEqual([], _kinds(plan))
 
     def test_a_finished_recovery_keeps_only_what_is_to_restore(self):
-        from heat_health.engine.monitor import tracker
+        from heat_health.db import api as db_api
         self.assertEqual(
             {'drained': {'pool-1': ['10.0.0.5', 5]}},
-            tracker.after_recovery({'action': 'REBOOT', 'stage': 'issued',
-                                    'drained': {'pool-1': ['10.0.0.5', 5]}}))
-        self.assertIsNone(tracker.after_recovery({'action': 'REBOOT'}))
-        self.assertIsNone(tracker.after_recovery(
+            db_api.leftovers({'action': 'REBOOT', 'stage': 'issued',
+                              'drained': {'pool-1': ['10.0.0.5', 5]}}))
+        self.assertIsNone(db_api.leftovers({'action': 'REBOOT'}))
+        self.assertIsNone(db_api.leftovers(
             {'drained': {'pool-1': ['10.0.0.5', 5]}, 'restored': True}))
-        self.assertIsNone(tracker.after_recovery(None))
+        self.assertIsNone(db_api.leftovers(None))
+        self.assertEqual({'marked_failed': 's1'}, db_api.leftovers(
+            {'action': 'RECREATE', 'marked_failed': 's1'}))

@@ -67,6 +67,25 @@ def _url_checker(tracker):
     return poll_url.PollUrlChecker(tracker.observe)
 
 
+def load_signature(policies, generation, resolutions, targets):
+    """What the tracker's index is made of: it is loaded when this changes.
+
+    :param policies: {policy id: Policy} owned.
+    :param generation: policy id -> the generation it is owned under.
+    :param resolutions: {policy id: Resolution}.
+    :param targets: {policy id: [Target]} as stored.
+    """
+    return (
+        tuple(sorted((p.id, repr(p.spec), p.enabled, p.suspended,
+                      generation(p.id), repr(p.paused))
+                     for p in policies.values())),
+        tuple(sorted((pid, r.busy, r.suspended)
+                     for pid, r in resolutions.items())),
+        tuple(sorted((t.id, t.server_id, str(t.grace_until), t.path,
+                      t.state, str(t.state_since))
+                     for found in targets.values() for t in found)))
+
+
 class Monitor(object):
 
     def __init__(self, engine_id, host, registry=None, adapter=None,
@@ -88,7 +107,7 @@ class Monitor(object):
             lambda: self.tracker.servers(policy_spec.POLLED),
             conf.heat_health.node_status_resync_cycles,
             stuck_after=self.tracker.stuck_after)
-        self.tracker.on_recovery = lambda server_id: self.poller.recheck(
+        self.tracker.on_look_again = lambda server_id: self.poller.recheck(
             [server_id])
         self._octavia = octavia or octavia_adapter.OctaviaAdapter(conf)
         self.lb_poller = lb_status.MemberStatusPoller(
@@ -189,16 +208,9 @@ class Monitor(object):
     def _load_if_changed(self):
         resolutions = {pid: self.registry.resolution(p)
                        for pid, p in self._policies.items()}
-        signature = (
-            tuple(sorted((p.id, repr(p.spec), p.enabled, p.suspended,
-                          self.registry.generation(p.id), repr(p.paused))
-                         for p in self._policies.values())),
-            tuple(sorted((pid, r.busy, r.suspended)
-                         for pid, r in resolutions.items())),
-            tuple(sorted((t.id, t.server_id, str(t.grace_until), t.path,
-                          t.state, str(t.state_since))
-                         for targets in self._targets.values()
-                         for t in targets)))
+        signature = load_signature(self._policies,
+                                   self.registry.generation, resolutions,
+                                   self._targets)
         if signature != self._signature:
             generations = {pid: self.registry.generation(pid)
                            for pid in self._policies}

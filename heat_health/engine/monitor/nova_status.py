@@ -82,6 +82,8 @@ class StatusPoller(object):
         # Why the last poll failed, None after one that succeeded: no
         # recovery acts on what a blind observer last saw.
         self.failure = None
+        # Servers to look up by id at the next poll, changed or not.
+        self._rechecks = set()
 
     def poll(self):
         """One poll cycle; returns the number of observations made."""
@@ -100,6 +102,11 @@ class StatusPoller(object):
                 return count
             changed = self._adapter.list_changed(self._since - OVERLAP)
             self._since = now
+            rechecks = (self._rechecks & watched) - set(changed)
+            if rechecks:
+                changed = dict(changed)
+                changed.update(self._adapter.list_by_ids(sorted(rechecks)))
+            self._rechecks = set()
             count = self._report(changed, watched, now)
             self._cycles += 1
             if self._sweep is None and self._cycles >= self._resync_cycles:
@@ -160,13 +167,16 @@ class StatusPoller(object):
         return count
 
     def recheck(self, server_ids):
-        """Report these servers at their next listing, even unchanged.
+        """Report these servers at the next poll, even unchanged.
 
-        A recovery judges only what is seen after its action: the status
-        last reported may be the one the server is back to.
+        A recovery judges only what is seen after its action, and a policy
+        enabled again only what is seen from then on: the status last
+        reported may be the one the server is back to. A server that did
+        not change is in no listing of changes, so it is looked up by id.
         """
         for server_id in server_ids:
             self._reported.pop(server_id, None)
+            self._rechecks.add(server_id)
 
     def forget(self, server_ids):
         """Drop what was reported of servers no longer watched."""

@@ -32,7 +32,7 @@ from oslo_utils import timeutils
 from heat_health.db import api as db_api
 from heat_health.engine.monitor import observation as obs
 from heat_health.engine.monitor import states
-from heat_health.engine import policy_spec
+from heat_health.engine.monitor import watched
 
 LOG = logging.getLogger(__name__)
 
@@ -46,154 +46,9 @@ STUCK_MIN_SECONDS = 30
 _ENDS_RECOVERY = frozenset([states.HEALTHY, states.NO_DATA])
 
 
-def after_recovery(recovery):
-    """What a finished recovery leaves: members still to be restored."""
-    recovery = recovery or {}
-    if recovery.get('drained') and not recovery.get('restored'):
-        return {'drained': recovery['drained']}
-    return None
-
-
 # A stored observation that still says the same is rewritten after this
 # long, so the report shows that detectors are alive.
 OBSERVATION_REFRESH = datetime.timedelta(minutes=10)
-
-
-def _naive(value):
-    return value and timeutils.normalize_time(value)
-
-
-def _parse_time(text):
-    """A time stored in a recovery record (ISO 8601, naive UTC)."""
-    if not text:
-        return None
-    return _naive(timeutils.parse_isotime(text))
-
-
-class WatchedPolicy(object):
-    """A policy as the tracker needs it.
-
-    Its spec, the generation it is owned under (fencing), and what
-    suppresses its targets now.
-    """
-
-    __slots__ = ('id', 'stack_id', 'spec', 'generation', 'suspended',
-                 'busy', 'paused')
-
-    def __init__(self, policy, generation, resolution=None):
-        self.id = policy.id
-        self.stack_id = policy.stack_id
-        self.spec = policy_spec.PolicySpec.of(policy)
-        self.generation = generation
-        self.suspended = bool(getattr(policy, 'suspended', False) or
-                              (resolution is not None and
-                               resolution.suspended))
-        self.busy = resolution.busy if resolution is not None else ()
-        # An operator's pause: {by, at, reason} or None.
-        self.paused = getattr(policy, 'paused', None)
-
-    @property
-    def modes(self):
-        return self.spec.modes
-
-    def frozen(self):
-        if not self.spec.enabled:
-            return 'the policy is disabled'
-        if self.suspended:
-            return 'the stack is suspended'
-        return None
-
-
-class WatchedTarget(object):
-    """One place's decided state and the latest verdict of each mode."""
-
-    __slots__ = ('id', 'policy', 'server_id', 'stack_id', 'resource_name',
-                 'path', 'state', 'reason', 'since', 'grace_until',
-                 'verdicts', 'stored', 'recovery', 'attempts',
-                 'first_attempt_at', 'next_attempt_at', 'streak',
-                 'verdicts_after')
-
-    def __init__(self, row, policy):
-        self.id = row.id
-        self.policy = policy
-        self.server_id = row.server_id
-        self.stack_id = row.stack_id
-        self.resource_name = row.resource_name
-        self.path = row.path
-        self.state = row.state
-        self.reason = row.state_reason
-        self.since = _naive(row.state_since)
-        self.grace_until = _naive(row.grace_until)
-        self._take_recovery(row)
-        # Healthy verdicts in a row, and the time before which verdicts
-        # are ignored: a recovery judges only what is seen after its
-        # action.
-        self.streak = 0
-        self.verdicts_after = None
-        if self.state in states.IN_RECOVERY and self.recovery:
-            self.verdicts_after = _parse_time(
-                self.recovery.get('started_at'))
-        # Resume from the database: the last stored verdict still stands.
-        self.stored = None
-        self.verdicts = {}
-        if row.observation and row.observed_at:
-            self.stored = obs.Observation(
-                row.server_id, row.observation, row.observation_reason,
-                row.observation_source, _naive(row.observed_at))
-            if (row.observation != obs.UNKNOWN and
-                    row.observation_source in policy.modes and
-                    (self.verdicts_after is None or
-                     self.stored.observed_at >= self.verdicts_after)):
-                self.verdicts[row.observation_source] = self.stored
-
-    def _take_recovery(self, row):
-        """The stored recovery, attempts and back-off of the place."""
-        self.recovery = getattr(row, 'recovery', None)
-        self.attempts = getattr(row, 'attempts', 0) or 0
-        self.first_attempt_at = _naive(getattr(row, 'first_attempt_at',
-                                               None))
-        self.next_attempt_at = _naive(getattr(row, 'next_attempt_at', None))
-
-    @property
-    def place(self):
-        return (self.stack_id, self.resource_name)
-
-    def suppression(self):
-        policy = self.policy
-        busy = None
-        if self.place in policy.busy:
-            busy = 'a stack action is working on %s' % self.path
-        return states.Suppression(policy.frozen(), busy, self.grace_until)
-
-    def follow(self, row, policy):
-        """Take a re-read row of the same server, keeping what is decided.
-
-        The state in memory is the stored one (it changes only after its
-        write), so a spec change or a re-read never erases it; verdicts of
-        modes the policy no longer has are dropped, and so is everything
-        seen while the policy was disabled or its stack suspended: a
-        server stopped by a suspend is judged by what is seen after the
-        resume.
-        """
-        if self.policy.frozen() and not policy.frozen():
-            self.verdicts = {}
-        since = _naive(row.state_since)
-        if (row.state != self.state and since is not None and
-                self.since is not None and since > self.since):
-            # Written since by someone else (a user's reset of the
-            # resource, the replacement of our RECREATE): the newer
-            # stored state is the truth.
-            self.state = row.state
-            self.reason = row.state_reason
-            self.since = since
-            self._take_recovery(row)
-            self.verdicts = {}
-            self.streak = 0
-        self.policy = policy
-        self.grace_until = _naive(row.grace_until)
-        self.path = row.path
-        for mode in set(self.verdicts) - set(policy.modes):
-            del self.verdicts[mode]
 
 
 def _taken_back(old, new):
@@ -257,9 +112,10 @@ class Tracker(object):
         self._dirty = {}        # target id -> Observation to store
         # Called after a target was stored UNHEALTHY (recovery wakes up).
         self.on_failure = None
-        # Called with a server id when its recovery starts (detectors that
-        # report only news look again).
-        self.on_recovery = None
+        # Called with a server id whose detectors must report it again
+        # (those that report only news): its recovery started, or what
+        # was seen of it while its policy was frozen was dropped.
+        self.on_look_again = None
 
     # The index
 
@@ -281,10 +137,11 @@ class Tracker(object):
             engine looked its servers up is known nowhere else.
         """
         resolutions = resolutions or {}
+        looked_away, differing = [], []
         with self._lock:
             new_policies = {}
             for policy in policies:
-                new_policies[policy.id] = WatchedPolicy(
+                new_policies[policy.id] = watched.WatchedPolicy(
                     policy, generations.get(policy.id),
                     resolutions.get(policy.id))
             new_targets = {}
@@ -300,7 +157,7 @@ class Tracker(object):
                             or old_policy is None or
                             (old_policy.generation != policy.generation and
                              not _taken_back(old_policy, policy))):
-                        target = WatchedTarget(row, policy)
+                        target = watched.WatchedTarget(row, policy)
                         self._unsettled.add(row.id)
                     else:
                         if (target.policy.generation != policy.generation or
@@ -309,7 +166,12 @@ class Tracker(object):
                                 target.policy.frozen() != policy.frozen() or
                                 target.policy.busy != policy.busy):
                             self._unsettled.add(row.id)
-                        target.follow(row, policy)
+                        if target.follow(row, policy):
+                            looked_away.append(row.server_id)
+                        elif target.differs(row):
+                            # Written by someone else, or read before this
+                            # engine's own write: a fresh read tells.
+                            differing.append(target)
                     new_targets[row.id] = target
                     by_server.setdefault(row.server_id, []).append(target)
             let_go = [observation for target in self._targets.values()
@@ -321,7 +183,17 @@ class Tracker(object):
             self._unsettled &= set(new_targets)
             for target_id in set(self._dirty) - set(new_targets):
                 del self._dirty[target_id]
+        # Their verdicts were dropped: detectors that report only news
+        # must look again, or a healed server is never seen as such.
+        for server_id in looked_away:
+            self._look_again(server_id)
+        if differing:
+            self._follow_stored(differing)
         return let_go
+
+    def _look_again(self, server_id):
+        if self.on_look_again is not None:
+            self.on_look_again(server_id)
 
     def is_watched(self, server_id):
         """Cheap: called for every notification about any server."""
@@ -488,13 +360,16 @@ class Tracker(object):
                     if t.policy.id == policy_id]
 
     def store_step(self, target, expect, state, reason, columns=None,
-                   source='recovery', at=None):
+                   source='recovery', at=None, announce=True):
         """Store a recovery step of ``target``, then follow it in memory.
 
         Fenced like every change: written only while the target is still
         in ``expect`` with the same server and its policy is this
         engine's under the generation held. Returns True if stored (and
-        then announced); False leaves memory as it was.
+        then announced, unless ``announce`` is False: bookkeeping of a
+        stage that the timeline need not show); False leaves memory as
+        the database has it: a write that found the row changed re-reads
+        it.
         """
         at = at or self._clock()
         with self._lock:
@@ -506,57 +381,74 @@ class Tracker(object):
             change = _Change(target, states.Decision(state, reason, source),
                              at, None)
         row = self._row(change)
+        if not announce:
+            row['event'] = None
         columns = dict(columns or {})
         row['target'].update(columns)
         try:
             done = db_api.target_transition(self.engine_id, [row])
+            written = True
         except Exception:
             LOG.exception('Could not store recovery step %(s)s of %(t)s',
                           {'s': state, 't': target.server_id})
-            done = set()
+            done, written = set(), False
         with self._lock:
             self._inflight.discard(target.id)
-            if target.id not in done:
-                return False
-            target.state = state
-            target.reason = reason
-            target.since = at
-            for key in ('recovery', 'attempts', 'first_attempt_at',
-                        'next_attempt_at'):
-                if key in columns:
-                    setattr(target, key, columns[key])
-            if state in _ENDS_RECOVERY:
-                target.recovery = after_recovery(target.recovery)
-            if state == states.RECOVERING:
-                # Only what is seen from now on judges the action.
-                target.verdicts = {}
-                target.streak = 0
-                target.verdicts_after = at
-            # Verdicts that arrived meanwhile may end it at once.
-            self._unsettled.add(target.id)
-        self._announce(change)
-        if state == states.RECOVERING and self.on_recovery is not None:
-            self.on_recovery(target.server_id)
+            if target.id in done:
+                target.changes += 1
+                target.state = state
+                target.reason = reason
+                target.since = at
+                for key in ('recovery', 'attempts', 'first_attempt_at',
+                            'next_attempt_at'):
+                    if key in columns:
+                        setattr(target, key, columns[key])
+                if state in _ENDS_RECOVERY:
+                    target.recovery = db_api.leftovers(target.recovery)
+                if state == states.RECOVERING and expect != state:
+                    # Only what is seen from now on judges the action.
+                    target.verdicts = {}
+                    target.streak = 0
+                    target.verdicts_after = at
+                # Verdicts that arrived meanwhile may end it at once.
+                self._unsettled.add(target.id)
+        if target.id not in done:
+            if written:
+                self._follow_stored([target])
+            return False
+        if announce:
+            self._announce(change)
+        if state == states.RECOVERING and expect != state:
+            self._look_again(target.server_id)
         return True
 
     def store_columns(self, target, columns):
-        """Store bookkeeping of a target that changes no state (fenced)."""
+        """Store bookkeeping of a target that changes no state (fenced).
+
+        True once stored; False when the write failed or matched no row
+        (then memory follows the row as stored).
+        """
         with self._lock:
             if target.id in self._inflight:
                 return False
-            row = {'id': target.id, 'server_id': target.server_id,
-                   'generation': target.policy.generation}
-        row.update(columns)
+            self._inflight.add(target.id)
+            key = (target.id, target.server_id, target.policy.generation)
         try:
-            db_api.target_observations_store(self.engine_id, [row])
+            done = db_api.target_store_columns(self.engine_id, *key,
+                                               columns=columns)
         except Exception:
             LOG.exception('Could not store %(c)s of %(t)s',
                           {'c': sorted(columns), 't': target.server_id})
-            return False
+            done = None
         with self._lock:
-            for key, value in columns.items():
-                setattr(target, key, value)
-        return True
+            self._inflight.discard(target.id)
+            if done:
+                target.changes += 1
+                for name, value in columns.items():
+                    setattr(target, name, value)
+        if done is False:
+            self._follow_stored([target])
+        return bool(done)
 
     def _still_failing(self, changes):
         """Drop failures a stack action started on since the last refresh.
@@ -618,11 +510,12 @@ class Tracker(object):
                     if written:
                         mismatched.append(target)
                     continue
+                target.changes += 1
                 target.state = change.decision.state
                 target.reason = change.decision.reason
                 target.since = change.at
                 if target.state in _ENDS_RECOVERY:
-                    target.recovery = after_recovery(target.recovery)
+                    target.recovery = db_api.leftovers(target.recovery)
                     target.verdicts_after = None
                 if (change.observation is not None and
                         self._dirty.get(target.id) is change.observation):
@@ -637,27 +530,41 @@ class Tracker(object):
             self._follow_stored(mismatched)
 
     def _follow_stored(self, targets):
-        """Memory follows the database where a write found another state.
+        """Memory follows the database where a write found it changed.
 
-        The row changed under this engine (for example its server was
-        replaced): the stored state is the truth.
+        The row changed under this engine (a user's reset, its server
+        replaced, another owner): the stored state and recovery are the
+        truth. Targets whose policy this engine lost are dropped at the
+        next load.
         """
+        with self._lock:
+            seen = {t.id: t.changes for t in targets}
         try:
-            stored = db_api.target_get_states([t.id for t in targets])
+            stored = db_api.target_get_rows(list(seen))
         except Exception:
             LOG.exception('Could not read the stored states of %d targets',
                           len(targets))
             return
+        taken = []
         with self._lock:
             for target in targets:
-                state = stored.get(target.id)
-                if (state is not None and state != target.state and
-                        target.id not in self._inflight):
+                row = stored.get(target.id)
+                if (row is None or target.id in self._inflight or
+                        target.changes != seen[target.id] or
+                        self._targets.get(target.id) is not target or
+                        row.server_id != target.server_id):
+                    # Memory changed since the read: it is the newer.
+                    continue
+                if target.differs(row):
                     LOG.info('Target %(t)s is %(s)s in the database, not '
                              '%(m)s: following it',
-                             {'t': target.server_id, 's': state,
+                             {'t': target.server_id, 's': row.state,
                               'm': target.state})
-                    target.state = state
+                    target.take_stored(row)
+                    self._unsettled.add(target.id)
+                    taken.append(target.server_id)
+        for server_id in taken:
+            self._look_again(server_id)
 
     def _row(self, change):
         target = change.target
@@ -666,7 +573,7 @@ class Tracker(object):
         values = {'id': target.id, 'state': decision.state,
                   'state_reason': reason, 'state_since': change.at}
         if decision.state in _ENDS_RECOVERY:
-            values['recovery'] = after_recovery(target.recovery)
+            values['recovery'] = db_api.leftovers(target.recovery)
         if change.observation is not None:
             values.update(_observation_columns(change.observation))
         return {'target': values, 'old_state': change.old,

@@ -66,6 +66,10 @@ class NotActionable(Exception):
     """Heat cannot be asked to act on this now; the message says why."""
 
 
+class ServerMoved(NotActionable):
+    """The resource no longer holds the server the recovery was about."""
+
+
 def _reader():
     """A context that only reads Heat's rows, fresh for every call.
 
@@ -154,7 +158,19 @@ class HeatReplacer(object):
         return ResourceState(row.physical_resource_id, row.action,
                              row.status, row.status_reason)
 
-    def mark_failed(self, stack_id, resource_name, reason):
+    def _holding(self, stack_id, resource_name, server_id):
+        """The stack and its resource, which must still hold the server."""
+        stack = self._load(_reader(), stack_id)
+        if resource_name not in stack:
+            raise exception.ResourceNotFound(resource_name=resource_name,
+                                             stack_name=stack.name)
+        rsrc = stack[resource_name]
+        if server_id is not None and rsrc.resource_id != server_id:
+            raise ServerMoved('Resource %s of stack %s holds %s, not %s' % (
+                resource_name, stack.name, rsrc.resource_id, server_id))
+        return stack, rsrc
+
+    def mark_failed(self, stack_id, resource_name, reason, server_id=None):
         """Mark the resource CHECK_FAILED, as the PATCH API does.
 
         Same code as the API (Heat's lock honoured: ActionInProgress while
@@ -162,15 +178,13 @@ class HeatReplacer(object):
         SOURCE_RECOVERY), acting as the stack's owner. Returns the physical
         id marked, the server Heat will replace.
 
-        Raises NotActionable for a resource with a nested stack (a group or
+        Raises ServerMoved when the resource no longer holds ``server_id``
+        (an update already replaced it: its new server is not marked),
+        NotActionable for a resource with a nested stack (a group or
         template resource: Heat would replace its whole nested stack) or
         one being deleted (marking it does nothing).
         """
-        stack = self._load(_reader(), stack_id)
-        if resource_name not in stack:
-            raise exception.ResourceNotFound(resource_name=resource_name,
-                                             stack_name=stack.name)
-        rsrc = stack[resource_name]
+        stack, rsrc = self._holding(stack_id, resource_name, server_id)
         if isinstance(rsrc, stack_resource.StackResource):
             raise NotActionable(
                 'Resource %s of stack %s has a nested stack: marking it '
@@ -185,6 +199,25 @@ class HeatReplacer(object):
             raise NotActionable('Resource %s of stack %s is %s_%s' % (
                 resource_name, stack.name, rsrc.action, rsrc.status))
         return rsrc.resource_id
+
+    def clear_mark(self, stack_id, resource_name, server_id, reason):
+        """Clear a CHECK_FAILED recovery set, while it holds that server.
+
+        As a user's ``mark_unhealthy: false`` does, so the next stack
+        update does not replace a server that healed. True if cleared;
+        False when there is nothing of ours to clear (the server was
+        replaced, or the resource is no longer CHECK_FAILED).
+        """
+        try:
+            stack, rsrc = self._holding(stack_id, resource_name, server_id)
+        except (ServerMoved, exception.ResourceNotFound,
+                exception.EntityNotFound):
+            return False
+        if rsrc.state != (rsrc.CHECK, rsrc.FAILED):
+            return False
+        endpoint.mark(stack.context, self.engine_id, stack, rsrc, False,
+                      reason, SOURCE_RECOVERY, stack.root_stack_id())
+        return True
 
     def _group_sized_by_members(self, ctxt, stack):
         """Whether stack is the nested stack of an ASG without a capacity.

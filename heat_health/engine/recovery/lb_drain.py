@@ -6,8 +6,11 @@ existing ones go on), and given their weight back once the server was
 verified healthy. A replaced server's member is not restored: the pool
 follows the group, and the new server's member comes with it.
 
-Best effort within ``lb_status_timeout``: a load balancer that stays busy
-or cannot be read delays a recovery by that much at most, never stops it.
+The members and their weights are read first (``members``) and stored by
+the recovery loop before any weight changes (``drain``), so a restart or a
+takeover never loses the weight to give back. Best effort within
+``lb_status_timeout``: a load balancer that stays busy or cannot be read
+delays a recovery by that much at most, never stops it.
 """
 
 import time
@@ -28,16 +31,19 @@ class Drainer(object):
     """Drains and restores members, as the stack's owner.
 
     :param octavia_client: stack id -> an OctaviaAPI (the stack's trust).
+    :param specs: stack id -> the decoded data of its load balancers; read
+        from Heat's database by default.
     """
 
     def __init__(self, octavia_client, clock=time.monotonic,
-                 sleep=time.sleep):
+                 sleep=time.sleep, specs=None):
         self._octavia_client = octavia_client
         self._clock = clock
         self._sleep = sleep
+        self._specs = specs or self._stored_specs
 
     @staticmethod
-    def _specs(stack_id):
+    def _stored_specs(stack_id):
         """The decoded data of the stack's load balancers."""
         ctxt = heat_context.get_admin_context()
         found = lb_pools.load_balancers(ctxt, [stack_id]).get(stack_id, {})
@@ -87,29 +93,37 @@ class Drainer(object):
                                       'change in time' % lb_id)
             self._sleep(POLL_SECONDS)
 
-    def drain(self, stack_id, server_id):
-        """Weight 0 for the server's members: {pool id: [address, weight]}.
+    def members(self, stack_id, server_id):
+        """The server's members now: {pool id: [address, weight]}.
 
-        Raises on the first pool that could not be drained, with the
-        pools drained so far in the exception's ``drained``.
+        Read before a drain, so that what is to be given back is stored
+        before any weight is changed. Members at weight 0 (drained by hand)
+        are left out: they are not ours to give back.
         """
-        drained = {}
+        found = {}
         specs = [s for s in self._specs(stack_id)
                  if server_id in s['members']]
         if not specs:
-            return drained
+            return found
         client = self._octavia_client(stack_id)
         for spec in specs:
             address = spec['members'][server_id]['address']
             pool = lb_members.PoolMembers(client, spec['pool_id'])
-            try:
-                weight = self._set_weight(pool, spec, address, 0)
-            except Exception as ex:
-                ex.drained = drained
-                raise
-            if weight:
-                drained[spec['pool_id']] = [address, weight]
-        return drained
+            for member in pool.list():
+                weight = member.get('weight', 1)
+                if weight and (member['address'], member['protocol_port']) == (
+                        address, spec['protocol_port']):
+                    found[spec['pool_id']] = [address, weight]
+        return found
+
+    def drain(self, stack_id, drained):
+        """Weight 0 for the members of ``drained`` (as ``members`` gave).
+
+        Idempotent: a drain carried on after a restart sends the same.
+        """
+        return self._set_weights(stack_id, {
+            pool_id: [address, 0]
+            for pool_id, (address, _w) in (drained or {}).items()})
 
     def restore(self, stack_id, drained):
         """Give drained members their weight back (those still there).
@@ -117,16 +131,19 @@ class Drainer(object):
         Returns {pool id: [address, weight]} of the members restored: a
         replaced server's member left the pool with it.
         """
-        restored = {}
-        if not drained:
-            return restored
+        return self._set_weights(stack_id, drained)
+
+    def _set_weights(self, stack_id, weights):
+        done = {}
+        if not weights:
+            return done
         client = self._octavia_client(stack_id)
         specs = {s['pool_id']: s for s in self._specs(stack_id)}
-        for pool_id, (address, weight) in sorted(drained.items()):
+        for pool_id, (address, weight) in sorted(weights.items()):
             spec = specs.get(pool_id)
             if spec is None:
                 continue
             pool = lb_members.PoolMembers(client, pool_id)
             if self._set_weight(pool, spec, address, weight) is not None:
-                restored[pool_id] = [address, weight]
-        return restored
+                done[pool_id] = [address, weight]
+        return done

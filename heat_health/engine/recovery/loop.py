@@ -3,18 +3,32 @@
 Fed by stored states (the tracker's memory follows the database), it asks
 ``planner.plan`` what each policy's targets need and runs each step in a
 small pool of threads, one step per target at a time, so the monitor's
-tick and heartbeat never wait for Nova or Heat. Every step follows the
-same order: store the intent, act, store the outcome. A target's
-RECOVERING row says which action was decided and how far it went
-(``stage``), so an engine that restarts, or takes the policy over,
-finishes it without repeating what was done: a RECREATE compares the
-resource's physical id with the old server and waits for a stack update
-in progress instead of starting another one.
+tick and heartbeat never wait for Nova or Heat.
+
+Every effect follows the same rule: the stage that says what is about to
+be done is stored, fenced, before it is done; an effect is only believed
+once its outcome is stored. A target's RECOVERING row holds the action
+decided for its attempt and its ``stage``:
+
+* ``intent``: decided, and the load balancer members to drain recorded
+  (with the weights to give back) before any weight is changed; nothing
+  asked of Nova or Heat yet. Carried on by whoever owns the policy.
+* ``issuing``: the Nova action is being sent. Never sent again: an engine
+  that finds this stage (after a restart, a takeover or a failed write)
+  verifies instead, so there is at most one action per attempt.
+* ``fencing`` / ``fenced``: RECREATE stops the old server (once) and waits
+  until Nova shows it stopped.
+* ``updating``: the resource, checked to still hold the old server, is
+  marked CHECK_FAILED and heat-engine asked to update the stack; done once
+  the resource holds another server (``replaced``), asked again only when
+  the update ended without replacing it.
 
 Nova actions run with the stack's stored trust context (the owner's
 rights) through Heat's nova client plugin; a RECREATE marks the resource
 CHECK_FAILED through the API's code path and has heat-engine update the
-stack with ``existing`` (see heat_replace).
+stack with ``existing`` (see heat_replace). Whatever a recovery leaves to
+undo (drained members, a CHECK_FAILED it set) stays recorded with the
+target until it is undone, across attempts and give-ups.
 """
 
 import concurrent.futures
@@ -28,14 +42,19 @@ from oslo_utils import timeutils
 
 from heat_health.db import api as db_api
 from heat_health.engine.monitor import states
+from heat_health.engine import policy_spec
 from heat_health.engine.recovery import nova_actions
 from heat_health.engine.recovery import planner
+from heat_health.engine.recovery import recreate
 from heat_health.engine.recovery import settled_state
+from heat_health.engine.recovery import timeline
 from heat_health.objects import policy as policy_object
 
 LOG = logging.getLogger(__name__)
 
 RECREATE = 'RECREATE'
+INTENT, FENCED = recreate.INTENT, recreate.FENCED
+ISSUING, ISSUED, ESCALATE = 'issuing', 'issued', 'escalate'
 # Stack states in which an action may be taken (heat-internals §8).
 _ACTIONABLE = ('COMPLETE',)
 # A Nova error is believed for this long: the policy stays braked.
@@ -48,8 +67,11 @@ GATHER_SECONDS = 0.2
 CLIENT_SECONDS = 600
 # Shortest time an action is given to heal before the next rung.
 MIN_VERIFY_SECONDS = 15
-# Updates tried for one RECREATE whose update was superseded.
-MAX_UPDATES = 3
+MAX_UPDATES = recreate.MAX_UPDATES
+# Actions after which an ACTIVE server needs nothing more: Nova refuses
+# them once the server is running (it may have healed by itself).
+_TO_ACTIVE = frozenset([settled_state.START, settled_state.UNPAUSE,
+                        settled_state.RESUME])
 
 
 def _iso(when):
@@ -62,18 +84,12 @@ def _label(action):
     return '%s %s' % (name, kind) if kind else name
 
 
-def _brake_kind(reason):
-    """What a brake's reason says, without the details that change."""
-    if reason and reason.startswith(planner.BLIND):
-        return planner.BLIND
-    return reason
+def _members_text(members):
+    return ', '.join('%s in pool %s' % (address, pool)
+                     for pool, (address, _w) in sorted(members.items()))
 
 
-class StepFailed(Exception):
-    """The step could not be carried out; the message says why."""
-
-
-class RecoveryLoop(object):
+class RecoveryLoop(recreate.RecreateStages):
     """Recovery for the policies this engine owns.
 
     :param tracker: the monitor's Tracker (targets, store_step).
@@ -83,12 +99,14 @@ class RecoveryLoop(object):
     :param actions: stack id -> NovaActions; by default through the
         replacer's stored-context nova client.
     :param drainer: a lb_drain.Drainer, or None not to drain members.
+    :param executor: runs the steps (``submit``); a pool of
+        ``max_concurrent_recoveries`` threads by default.
     """
 
     def __init__(self, engine_id, tracker, replacer,
                  blind=lambda policy_id: None,
                  actions=None, drainer=None, conf=cfg.CONF,
-                 clock=timeutils.utcnow, rnd=None):
+                 clock=timeutils.utcnow, rnd=None, executor=None):
         self.engine_id = engine_id
         self.tracker = tracker
         self.replacer = replacer
@@ -100,13 +118,12 @@ class RecoveryLoop(object):
         self._rnd = rnd or random.Random()
         self._limit = conf.heat_health.max_concurrent_recoveries
         self._tick = conf.heat_health.monitor_tick
-        self._pool = concurrent.futures.ThreadPoolExecutor(
+        self._pool = executor or concurrent.futures.ThreadPoolExecutor(
             max_workers=self._limit,
             thread_name_prefix='heat-health-recovery')
         self._lock = threading.Lock()
-        self._running = {}       # target id -> policy id
-        self._held = {}          # target id -> reason last recorded
-        self._braked = {}        # policy id -> reason stored
+        self._running = {}       # target id -> (policy id, step type)
+        self.timeline = timeline.Timeline(engine_id, replacer, clock)
         self._nova_errors = {}   # policy id -> (reason, until)
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -143,42 +160,53 @@ class RecoveryLoop(object):
                 LOG.exception('Recovery pass failed; retrying')
 
     def run_once(self):
-        """Plan every owned policy and start the steps it needs."""
+        """Plan every owned policy and start the steps it needs.
+
+        The engine's limit counts the recoveries it carries out: targets
+        RECOVERING and those whose start is under way.
+        """
         now = self._clock()
-        for policy in self.tracker.policies():
-            targets = self.tracker.targets_of(policy.id)
-            with self._lock:
-                running = sum(1 for p in self._running.values()
-                              if p == policy.id)
-                room = self._limit - len(self._running)
-            plan = planner.plan(policy, targets, now, running, room,
-                                self._blind(policy.id) or
+        policies = self.tracker.policies()
+        targets = {p.id: self.tracker.targets_of(p.id) for p in policies}
+        with self._lock:
+            starting = {tid for tid, (_p, kind) in self._running.items()
+                        if kind is planner.Start}
+        carried = {t.id for found in targets.values() for t in found
+                   if t.state == states.RECOVERING}
+        engine_room = max(self._limit - len(carried | starting), 0)
+        for policy in policies:
+            plan = planner.plan(policy, targets[policy.id], now, starting,
+                                engine_room, self._blind(policy.id) or
                                 self._nova_error(policy.id, now))
-            self._set_brake(policy, plan.brake, now)
+            self.timeline.brake(policy, plan.brake, now)
             for step in plan.steps:
-                with self._lock:
-                    busy = step.target.id in self._running
-                if busy:
-                    # Its own step is under way: neither held nor again.
-                    continue
                 if isinstance(step, planner.Hold):
-                    self._hold(policy, step.target, step.reason, now)
-                else:
-                    self._held.pop(step.target.id, None)
-                    self._submit(policy, step)
+                    with self._lock:
+                        busy = step.target.id in self._running
+                    if not busy:
+                        self.timeline.hold(policy, step.target,
+                                           step.reason, now)
+                    continue
+                if self._submit(policy, step) and isinstance(
+                        step, planner.Start):
+                    engine_room -= 1
 
     def _submit(self, policy, step):
         target = step.target
         with self._lock:
             if target.id in self._running:
-                return
-            self._running[target.id] = policy.id
+                # Its own step is under way: neither held nor again.
+                return False
+            self._running[target.id] = (policy.id, type(step))
+        self.timeline.forget(target.id)
         try:
             self._pool.submit(self._carry_out, policy, step)
         except RuntimeError:
             # Shutting down.
             with self._lock:
                 self._running.pop(target.id, None)
+            return False
+        return True
 
     def _carry_out(self, policy, step):
         try:
@@ -187,8 +215,9 @@ class RecoveryLoop(object):
                        planner.Escalate: self._escalate,
                        planner.GiveUp: self._give_up,
                        planner.ResetAttempts: self._reset,
-                       planner.Restore: self._restore}[type(step)]
-            handler(policy, step)
+                       planner.Restore: self._restore,
+                       planner.Unmark: self._unmark}[type(step)]
+            handler(policy, step.target, step)
         except Exception:
             LOG.exception('Recovery step %(step)s of %(server)s failed',
                           {'step': type(step).__name__,
@@ -231,83 +260,67 @@ class RecoveryLoop(object):
             'Nova error: %s' % error,
             self._clock() + datetime.timedelta(seconds=BLIND_SECONDS))
 
-    def _set_brake(self, policy, reason, now):
-        if _brake_kind(self._braked.get(policy.id)) == _brake_kind(reason):
-            # The same cause (each Nova error has its own request id).
-            return
-        try:
-            db_api.policy_set_braked(self.engine_id, policy.id,
-                                     policy.generation, reason)
-            db_api.event_add([{
-                'policy_id': policy.id, 'server_id': None,
-                'old_state': None, 'new_state': 'BRAKED' if reason
-                else 'UNBRAKED',
-                'reason': reason or 'brake released: recovery resumes',
-                'source': 'recovery', 'created_at': now}])
-        except Exception:
-            LOG.exception('Could not store the brake of policy %s',
-                          policy.id)
-            return
-        if reason:
-            LOG.warning('Policy %(p)s braked: %(r)s',
-                        {'p': policy.id, 'r': reason})
-        elif policy.id in self._braked:
-            LOG.info('Policy %s released its brake', policy.id)
-        self._braked[policy.id] = reason
+    # Starting an attempt
 
-    def _hold(self, policy, target, reason, now):
-        """Record once why a failed target is not acted on."""
-        kind = reason.split(':')[0]
-        if self._held.get(target.id) == kind:
-            return
-        self._held[target.id] = kind
-        LOG.info('Not recovering %(s)s (%(p)s) now: %(r)s',
-                 {'s': target.server_id, 'p': target.path, 'r': reason})
-        try:
-            db_api.event_add([{
-                'policy_id': policy.id, 'server_id': target.server_id,
-                'old_state': target.state, 'new_state': 'SUPPRESSED',
-                'reason': reason, 'source': 'recovery',
-                'created_at': now}])
-        except Exception:
-            LOG.exception('Could not record the hold of %s',
-                          target.server_id)
-
-    # Steps
-
-    def _stack_ready(self, policy):
-        """Raise StepFailed unless the stack may be acted on now."""
+    def _not_now(self, policy):
+        """Why no new effect may start on the policy's stack, or None."""
         action, status = self.replacer.stack_status(policy.stack_id)
         if status not in _ACTIONABLE or action in ('DELETE', 'SUSPEND'):
-            raise StepFailed('stack is %s_%s' % (action, status))
+            return 'not now: stack is %s_%s' % (action, status)
+        return self._switched_off(policy)
 
     @staticmethod
-    def _paused_now(policy):
+    def _switched_off(policy):
+        """Why the policy may not act now, as stored, or None.
+
+        Read again before every effect: the planner's view may be a claim
+        old, and a step may have been queued before the switch.
+        """
         stored = policy_object.Policy.get(policy.id)
-        return stored.paused if stored is not None else None
+        if stored is None:
+            return 'the policy is gone'
+        if not stored.enabled:
+            return 'the policy is disabled'
+        if stored.suspended:
+            return 'the stack is suspended'
+        if stored.parsed.recovery.mode == policy_spec.OBSERVE:
+            return 'the policy only observes'
+        return planner.paused_reason(stored.paused)
 
-    def _ladder(self, policy, found):
-        """The actions for this incident, cheapest first."""
+    @staticmethod
+    def _allowed(policy, name):
+        actions = policy.spec.recovery.actions
+        return not actions or name in {a[0] for a in actions}
+
+    def _choose(self, policy, found, step):
+        """(ladder, index, action) for this attempt.
+
+        A server stuck in a task gets what works from the state Nova
+        settles in, if the policy allows that action; otherwise its own
+        rung, which Nova may refuse (and the attempt then fails at once).
+        """
         spec = policy.spec.recovery
-        if found is None:
-            return [(RECREATE, {})]
         if spec.actions:
-            return [tuple(a) for a in spec.actions]
-        return [tuple(a) for a in settled_state.default_ladder(
-            found.vm_state, found.task_state, found.power_state)]
+            ladder = [tuple(a) for a in spec.actions]
+        elif found is None:
+            ladder = [(RECREATE, {})]
+        else:
+            ladder = [tuple(a) for a in settled_state.default_ladder(
+                found.vm_state, found.task_state, found.power_state)]
+        index = min(step, len(ladder) - 1)
+        action = ladder[index]
+        if found is not None and found.task_state:
+            stuck = tuple(settled_state.stuck_action(
+                found.task_state, found.vm_state, found.power_state)[1])
+            if self._allowed(policy, stuck[0]):
+                action = stuck
+        return ladder, index, action
 
-    def _start(self, policy, step):
-        target = step.target
+    def _start(self, policy, target, step):
         spec = policy.spec.recovery
-        try:
-            self._stack_ready(policy)
-        except StepFailed as e:
-            self._hold(policy, target, 'not now: %s' % e, self._clock())
-            return
-        # A pause stored since this engine's last claim holds it too.
-        paused = planner.paused_reason(self._paused_now(policy))
-        if paused:
-            self._hold(policy, target, paused, self._clock())
+        held = self._not_now(policy)
+        if held:
+            self.timeline.hold(policy, target, held, self._clock())
             return
         nova = self._actions(policy.stack_id)
         try:
@@ -316,97 +329,167 @@ class RecoveryLoop(object):
             found = None
         except nova_actions.NovaActionFailed as e:
             self._saw_nova_error(policy, e)
-            self._hold(policy, target, 'braked: Nova error: %s' % e,
-                       self._clock())
+            self.timeline.hold(policy, target,
+                               'braked: Nova error: %s' % e, self._clock())
             return
-        ladder = self._ladder(policy, found)
-        index = min(step.step, len(ladder) - 1)
-        action = ladder[index]
-        if found is not None and found.task_state:
-            # Stuck in a task: the state Nova settles in says what works.
-            action = tuple(settled_state.stuck_action(
-                found.task_state, found.vm_state, found.power_state)[1])
+        ladder, index, action = self._choose(policy, found, step.step)
         now = self._clock()
         # The action's deadline: node_update_timeout, never so short that
         # a booting server is taken for a failed action.
         verify = max(policy.spec.grace, MIN_VERIFY_SECONDS)
         attempts = planner.attempts_in_window(target, spec, now)
-        first = target.first_attempt_at if attempts else now
         attempt = attempts + 1
-        delay = planner.backoff(attempt, spec,
-                                self._rnd.uniform(-1.0, 1.0))
-        recovery = {
+        recovery = db_api.leftovers(target.recovery) or {}
+        recovery.update({
             'action': action[0], 'params': dict(action[1] or {}),
             'step': index, 'ladder': [[n, dict(p or {})] for n, p in ladder],
             'attempt': attempt, 'old_server_id': target.server_id,
-            'stage': 'intent', 'started_at': _iso(now),
+            'stage': INTENT, 'started_at': _iso(now),
             'verify_seconds': verify,
             'deadline': _iso(now + datetime.timedelta(seconds=verify)),
-            'detected': (target.reason or '')[:200]}
+            'detected': (target.reason or '')[:200]})
+        if action[0] == RECREATE:
+            # Recorded before the marking: cleared if the server heals.
+            recovery['marked_failed'] = target.server_id
+        drained = dict(recovery.get('drained') or {})
+        for pool, member in self._members(policy, target, action).items():
+            # A member drained by an earlier attempt reads weight 0 now:
+            # the weight it had before is the one to give back.
+            drained.setdefault(pool, member)
+        if drained:
+            recovery['drained'] = drained
+        elif action[0] != RECREATE:
+            # Nothing to do before the action: it is sent right away.
+            recovery['stage'] = ISSUING
         reason = ('%s started (attempt %d of %d, step %d of %d): %s' % (
             _label(action), attempt, spec.max_attempts, index + 1,
             len(ladder), target.reason or 'unhealthy'))
-        stored = self.tracker.store_step(
-            target, states.UNHEALTHY, states.RECOVERING, reason,
-            {'recovery': recovery, 'attempts': attempt,
-             'first_attempt_at': first,
-             'next_attempt_at': now + datetime.timedelta(seconds=delay)},
-            at=now)
-        if not stored:
+        if not self.tracker.store_step(
+                target, states.UNHEALTHY, states.RECOVERING, reason,
+                {'recovery': recovery, 'attempts': attempt,
+                 'first_attempt_at': target.first_attempt_at if attempts
+                 else now, 'next_attempt_at': None}, at=now):
             return
-        self._heat_event(target, 'IN_PROGRESS', reason)
-        self._drain(policy, target)
-        self._issue(policy, target, nova)
+        self.timeline.heat_event(target, 'IN_PROGRESS', reason)
+        self._carry_on(policy, target, nova)
 
-    def _advance(self, policy, step):
-        target = step.target
+    def _members(self, policy, target, action):
+        """The server's members to drain now ({} without a drainer)."""
+        if self._drainer is None or action[1].get('launch_before_terminate'):
+            # Heat makes the new server first: the old one serves until
+            # the pool swaps them.
+            return {}
+        try:
+            return self._drainer.members(policy.stack_id, target.server_id)
+        except Exception as ex:
+            self.timeline.lb_event(policy, target, 'DRAINED', (
+                'load balancer members not drained before %s: %s' %
+                (action[0], ex)))
+            return {}
+
+    # Carrying an attempt on, stage by stage
+
+    def _advance(self, policy, target, step):
         recovery = target.recovery or {}
-        if recovery.get('action') == RECREATE:
-            self._recreate(policy, target)
-        else:
-            self._issue(policy, target, self._actions(policy.stack_id))
+        stage = recovery.get('stage')
+        if stage == ISSUING:
+            # Sent, or about to be, by whoever stored this: never again.
+            return self._verifying(policy, target, '%s may have been sent '
+                                   'before a restart or takeover: verifying, '
+                                   'not sent again' % _label((
+                                       recovery.get('action'),
+                                       recovery.get('params'))))
+        # Waiting for a stack update of ours: only the switches hold it.
+        held = (self._switched_off(policy) if stage == recreate.UPDATING
+                else self._not_now(policy))
+        if held:
+            LOG.info('Recovery of %(p)s waits: %(r)s',
+                     {'p': target.path, 'r': held})
+            return
+        self._carry_on(policy, target, self._actions(policy.stack_id))
 
-    def _issue(self, policy, target, nova):
-        """Issue the stored Nova action.
-
-        Again after a restart: harmless for these actions, and refused by
-        Nova once it took effect.
-        """
+    def _carry_on(self, policy, target, nova):
+        """Take the stored attempt as far as it goes now."""
         recovery = dict(target.recovery or {})
+        stage = recovery.get('stage')
+        if stage == INTENT and not self._drain(policy, target, recovery):
+            return
+        if recovery.get('action') == RECREATE:
+            return self._recreate(policy, target, recovery, nova)
+        if stage == INTENT:
+            recovery['stage'] = ISSUING
+            if not self._store_stage(target, recovery, None):
+                return
+        if recovery.get('stage') == ISSUING:
+            self._issue(policy, target, nova, recovery)
+
+    def _drain(self, policy, target, recovery):
+        """Weight 0 for the recorded members; False to stop here."""
+        drained = recovery.get('drained')
+        if not drained or self._drainer is None:
+            return True
+        try:
+            self._drainer.drain(policy.stack_id, drained)
+        except Exception as ex:
+            self.timeline.lb_event(policy, target, 'DRAINED', (
+                'load balancer members not drained before %s: %s' %
+                (recovery.get('action'), ex)))
+            return True
+        self.timeline.lb_event(policy, target, 'DRAINED', (
+            'load balancer members drained (weight 0) before %s: %s' %
+            (recovery.get('action'), _members_text(drained))))
+        return True
+
+    def _issue(self, policy, target, nova, recovery):
+        """Send the stored Nova action, once (stage ``issuing`` stored)."""
         name = recovery.get('action')
-        if name == RECREATE:
-            return self._recreate(policy, target)
         params = recovery.get('params') or {}
+        label = _label((name, params))
         try:
             nova.run(target.server_id, name, params)
         except nova_actions.ServerGone:
             return self._failed(policy, target, 'the server is gone',
                                 force_recreate=True)
         except nova_actions.ActionRefused as e:
-            try:
-                found = nova.status(target.server_id)
-            except Exception:
-                found = None
-            if (found is None or found.vm_state != 'active' or
-                    found.task_state):
-                return self._failed(policy, target, '%s refused by Nova: '
-                                    '%s' % (_label((name, params)), e))
+            if name in _TO_ACTIVE and self._active(nova, target):
+                return self._verifying(policy, target, '%s not needed: the '
+                                       'server is ACTIVE: verifying' % label)
+            return self._failed(policy, target, '%s refused by Nova: %s' % (
+                label, e))
         except nova_actions.NovaActionFailed as e:
             self._saw_nova_error(policy, e)
-            return self._failed(policy, target, '%s failed: %s' % (
-                _label((name, params)), e), retry_same=True)
-        self._verifying(policy, target, recovery,
-                        '%s issued: verifying' % _label((name, params)))
+            return self._failed(policy, target, '%s failed: %s' % (label, e),
+                                retry_same=True)
+        self._verifying(policy, target, '%s issued: verifying' % label)
 
-    def _verifying(self, policy, target, recovery, reason):
+    @staticmethod
+    def _active(nova, target):
+        try:
+            found = nova.status(target.server_id)
+        except Exception:
+            return False
+        return found.vm_state == 'active' and not found.task_state
+
+    def _verifying(self, policy, target, reason):
         now = self._clock()
-        recovery.update(stage='issued', issued_at=_iso(now),
+        recovery = dict(target.recovery or {})
+        recovery.update(stage=ISSUED, issued_at=_iso(now),
                         deadline=_iso(now + datetime.timedelta(
                             seconds=recovery.get('verify_seconds') or 0)))
         if self.tracker.store_step(target, states.RECOVERING,
                                    states.VERIFYING, reason,
                                    {'recovery': recovery}, at=now):
-            self._heat_event(target, 'IN_PROGRESS', reason)
+            self.timeline.heat_event(target, 'IN_PROGRESS', reason)
+
+    # Ending an attempt
+
+    def _backoff_columns(self, policy, recovery, now):
+        """When the next attempt may start: counted from this one's end."""
+        delay = planner.backoff(recovery.get('attempt') or 1,
+                                policy.spec.recovery,
+                                self._rnd.uniform(-1.0, 1.0))
+        return {'recovery': recovery,
+                'next_attempt_at': now + datetime.timedelta(seconds=delay)}
 
     def _failed(self, policy, target, why, force_recreate=False,
                 retry_same=False):
@@ -414,98 +497,65 @@ class RecoveryLoop(object):
         recovery = dict(target.recovery or {})
         step = recovery.get('step', 0)
         ladder = recovery.get('ladder') or []
-        if force_recreate:
-            names = [a[0] for a in ladder]
+        names = [a[0] for a in ladder]
+        if force_recreate and self._allowed(policy, RECREATE):
             next_step = (names.index(RECREATE) if RECREATE in names
                          else len(ladder))
             if RECREATE not in names:
                 recovery['ladder'] = ladder + [[RECREATE, {}]]
         else:
             next_step = step if retry_same else step + 1
-        recovery.update(stage='escalate', next_step=next_step, failed=why)
+        recovery.update(stage=ESCALATE, next_step=next_step, failed=why)
         reason = 'recovery failed: %s' % why
+        now = self._clock()
         if self.tracker.store_step(target, target.state, states.UNHEALTHY,
-                                   reason, {'recovery': recovery}):
-            self._heat_event(target, 'FAILED', reason)
+                                   reason, self._backoff_columns(
+                                       policy, recovery, now), at=now):
+            self.timeline.heat_event(target, 'FAILED', reason)
 
-    def _escalate(self, policy, step):
-        target = step.target
+    def _escalate(self, policy, target, step):
         recovery = dict(target.recovery or {})
         ladder = recovery.get('ladder') or []
         nxt = ladder[min(step.next_step, len(ladder) - 1)] if ladder else None
-        recovery.update(stage='escalate', next_step=step.next_step)
+        recovery.update(stage=ESCALATE, next_step=step.next_step)
         reason = 'escalated: %s%s' % (
             step.reason, ', next %s' % _label(nxt) if nxt else '')
+        now = self._clock()
         if self.tracker.store_step(target, states.VERIFYING,
                                    states.UNHEALTHY, reason,
-                                   {'recovery': recovery}):
-            self._heat_event(target, 'FAILED', reason)
+                                   self._backoff_columns(policy, recovery,
+                                                         now), at=now):
+            self.timeline.heat_event(target, 'FAILED', reason)
             self.wake()
 
-    def _give_up(self, policy, step):
-        target = step.target
+    def _give_up(self, policy, target, step):
+        if self._switched_off(policy):
+            return
         reason = '%s: %s' % (step.reason, target.reason or 'unhealthy')
+        recovery = dict(target.recovery or {})
+        recovery['marked_failed'] = target.server_id
         if not self.tracker.store_step(target, states.UNHEALTHY,
-                                       states.GAVE_UP, reason):
+                                       states.GAVE_UP, reason,
+                                       {'recovery': recovery}):
             return
         try:
             self.replacer.mark_failed(
                 target.stack_id, target.resource_name,
                 'heat-health %s; no further action until the server is '
-                'healthy again or marked healthy' % step.reason)
+                'healthy again or marked healthy' % step.reason,
+                server_id=target.server_id)
         except Exception as e:
             LOG.warning('Could not mark %(p)s CHECK_FAILED after giving '
                         'up: %(e)s', {'p': target.path, 'e': e})
 
-    def _reset(self, policy, step):
-        self.tracker.store_columns(step.target, {
+    def _reset(self, policy, target, step):
+        self.tracker.store_columns(target, {
             'attempts': 0, 'first_attempt_at': None,
             'next_attempt_at': None})
 
-    # Load balancer members
+    # Undoing what a recovery left
 
-    def _lb_event(self, policy, target, new_state, reason):
-        LOG.info('%(s)s (%(p)s): %(r)s', {'s': target.server_id,
-                                          'p': target.path, 'r': reason})
-        try:
-            db_api.event_add([{
-                'policy_id': policy.id, 'server_id': target.server_id,
-                'old_state': target.state, 'new_state': new_state,
-                'reason': reason, 'source': 'recovery',
-                'created_at': self._clock()}])
-        except Exception:
-            LOG.exception('Could not record %s', reason)
-        self._heat_event(target, 'IN_PROGRESS', reason)
-
-    def _drain(self, policy, target):
-        """Weight 0 for the server's members before it is acted on."""
-        recovery = dict(target.recovery or {})
-        if self._drainer is None or (recovery.get('params') or {}).get(
-                'launch_before_terminate'):
-            # Heat makes the new server first: the old one serves until
-            # the pool swaps them.
-            return
-        try:
-            drained = self._drainer.drain(policy.stack_id, target.server_id)
-            failed = None
-        except Exception as ex:
-            drained = getattr(ex, 'drained', {})
-            failed = ex
-        if drained:
-            recovery['drained'] = drained
-            self.tracker.store_columns(target, {'recovery': recovery})
-            self._lb_event(policy, target, 'DRAINED', (
-                'load balancer members drained (weight 0) before %s: %s' %
-                (recovery.get('action'), ', '.join(
-                    '%s in pool %s' % (address, pool) for pool, (
-                        address, _w) in sorted(drained.items())))))
-        if failed is not None:
-            self._lb_event(policy, target, 'DRAINED', (
-                'load balancer members not drained before %s: %s' %
-                (recovery.get('action'), failed)))
-
-    def _restore(self, policy, step):
-        target = step.target
+    def _restore(self, policy, target, step):
         recovery = dict(target.recovery or {})
         drained = recovery.get('drained') or {}
         restored = {}
@@ -525,152 +575,19 @@ class RecoveryLoop(object):
                           for pool, (address, w) in sorted(restored.items())))
         else:
             reason = ('drained load balancer members left with the replaced '
-                      'server: %s' % ', '.join(
-                          '%s in pool %s' % (address, pool)
-                          for pool, (address, _w) in sorted(drained.items())))
-        self._lb_event(policy, target, 'RESTORED', reason)
+                      'server: %s' % _members_text(drained))
+        self.timeline.lb_event(policy, target, 'RESTORED', reason)
 
-    # RECREATE, stage by stage
-
-    def _store_stage(self, target, recovery, reason):
-        if self.tracker.store_step(target, states.RECOVERING,
-                                   states.RECOVERING, reason,
-                                   {'recovery': recovery}):
-            self._heat_event(target, 'IN_PROGRESS', reason)
-            return True
-        return False
-
-    def _recreate(self, policy, target):
+    def _unmark(self, policy, target, step):
+        """Clear the CHECK_FAILED of a server that is healthy again."""
         recovery = dict(target.recovery or {})
-        stage = recovery.get('stage')
-        spec = policy.spec.recovery
-        old = recovery.get('old_server_id') or target.server_id
-        if stage in ('marked', 'updating'):
-            return self._recreate_update(policy, target, recovery)
-        try:
-            self._stack_ready(policy)
-        except StepFailed as e:
-            LOG.info('RECREATE of %(p)s waits: %(e)s',
-                     {'p': target.path, 'e': e})
-            return
-        if spec.fence_compute and stage in ('intent', 'fencing'):
-            if not self._fence(policy, target, recovery, old):
-                return
-        reason = 'RECREATE: %s' % (recovery.get('detected') or 'unhealthy')
-        try:
-            self.replacer.mark_failed(target.stack_id, target.resource_name,
-                                      reason[:255])
-        except Exception as e:
-            return self._failed(policy, target, 'could not mark the '
-                                'resource CHECK_FAILED: %s' % e)
-        recovery['stage'] = 'marked'
-        if self._store_stage(target, recovery,
-                             'marked CHECK_FAILED for replacement'):
-            self._recreate_update(policy, target, recovery)
-
-    def _fence(self, policy, target, recovery, old):
-        """Stop the old server and confirm it; True once fenced.
-
-        Before Heat makes the new one: Heat creates the replacement first.
-        """
-        nova = self._actions(policy.stack_id)
-        spec = policy.spec.recovery
-        now = self._clock()
-        if recovery.get('stage') == 'intent':
-            try:
-                nova.run(old, 'STOP')
-            except (nova_actions.ServerGone, nova_actions.ActionRefused):
-                pass
-            except nova_actions.NovaActionFailed as e:
-                self._saw_nova_error(policy, e)
-                self._failed(policy, target, 'fencing failed: %s' % e,
-                             retry_same=True)
-                return False
-            recovery.update(stage='fencing', fence_started_at=_iso(now))
-            if not self._store_stage(target, recovery,
-                                     'fencing: stopping server %s' % old):
-                return False
-        started = planner.parse_time(recovery.get('fence_started_at')) or now
-        deadline = started + datetime.timedelta(
-            seconds=spec.node_delete_timeout)
-        while True:
-            try:
-                found = nova.status(old)
-            except nova_actions.ServerGone:
-                found = None
-            except nova_actions.NovaActionFailed as e:
-                self._saw_nova_error(policy, e)
-                return False
-            if found is None or (found.vm_state in ('stopped', 'deleted',
-                                                    'soft-delete') and
-                                 not found.task_state):
-                break
-            if self._clock() >= deadline:
-                if not spec.node_force_recreate:
-                    self._failed(policy, target, 'server %s did not stop '
-                                 'within %ss (node_force_recreate is off)'
-                                 % (old, spec.node_delete_timeout))
-                    return False
-                try:
-                    nova.force_delete(old)
-                except nova_actions.ServerGone:
-                    break
-                except nova_actions.ActionRefused as e:
-                    self._failed(policy, target, 'server %s could not be '
-                                 'deleted: %s' % (old, e))
-                    return False
-                except nova_actions.NovaActionFailed as e:
-                    self._saw_nova_error(policy, e)
-                    return False
-                deadline = self._clock() + datetime.timedelta(
-                    seconds=spec.node_delete_timeout)
-            if self._stopping.wait(0.5):
-                return False
-        recovery['stage'] = 'fenced'
-        return self._store_stage(target, recovery,
-                                 'fenced: server %s is stopped' % old)
-
-    def _recreate_update(self, policy, target, recovery):
-        old = recovery.get('old_server_id') or target.server_id
-        if self.replacer.replaced(target.stack_id, target.resource_name,
-                                  old):
-            # Done: the registry's next sync verifies the new server.
-            return
-        updated = recovery.get('updated_stack') or policy.stack_id
-        action, status = self.replacer.stack_status(updated)
-        if status == 'IN_PROGRESS':
-            return
-        if recovery.get('stage') == 'updating':
-            if status == 'FAILED':
-                return self._failed(policy, target, 'the stack update '
-                                    'failed: %s_%s' % (action, status))
-            resource = self.replacer.resource(target.stack_id,
-                                              target.resource_name)
-            if (resource.action, resource.status) != ('CHECK', 'FAILED'):
-                return self._failed(policy, target, 'the resource is %s_%s '
-                                    'and was not replaced' % (
-                                        resource.action, resource.status))
-            if recovery.get('updates', 0) >= MAX_UPDATES:
-                return self._failed(policy, target, 'the update was '
-                                    'superseded %d times' % MAX_UPDATES)
-        try:
-            stack_id = self.replacer.update_target(
-                policy.stack_id, target.stack_id, target.resource_name)
-        except Exception as e:
-            return self._failed(policy, target, 'heat-engine did not '
-                                'update the stack: %s' % e)
-        recovery.update(stage='updating', updated_stack=stack_id,
-                        updates=recovery.get('updates', 0) + 1,
-                        update_at=_iso(self._clock()))
-        self._store_stage(target, recovery,
-                          'stack update (existing) requested to replace '
-                          'server %s' % old)
-
-    def _heat_event(self, target, status, reason):
-        """The step in Heat's own event list of the server's resource."""
-        try:
-            self.replacer.record_event(target.stack_id, target.resource_name,
-                                       reason[:255], status=status)
-        except Exception as e:
-            LOG.debug('No Heat event for %(p)s: %(e)s',
-                      {'p': target.path, 'e': e})
+        server_id = recovery.pop('marked_failed')
+        reason = 'heat-health: server %s is healthy again' % server_id
+        cleared = self.replacer.clear_mark(target.stack_id,
+                                           target.resource_name, server_id,
+                                           reason)
+        stored = self.tracker.store_columns(target,
+                                            {'recovery': recovery or None})
+        if stored and cleared:
+            self.timeline.record(policy, target, 'UNMARKED',
+                                 reason + ': CHECK_FAILED cleared')

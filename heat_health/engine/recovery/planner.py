@@ -33,7 +33,9 @@ Escalate = collections.namedtuple('Escalate', ['target', 'next_step',
 GiveUp = collections.namedtuple('GiveUp', ['target', 'reason'])
 ResetAttempts = collections.namedtuple('ResetAttempts', ['target'])
 Restore = collections.namedtuple('Restore', ['target'])
-"""Healthy again: give its drained load balancer members their weight."""
+"""Healthy again, or given up: give drained members their weight back."""
+Unmark = collections.namedtuple('Unmark', ['target'])
+"""Healthy again: clear the CHECK_FAILED a recovery put on its resource."""
 Hold = collections.namedtuple('Hold', ['target', 'reason'])
 """A failed target not acted on now, and why (for the timeline)."""
 
@@ -70,7 +72,19 @@ def attempts_in_window(target, spec, now):
     return target.attempts
 
 
-def brake(targets, spec, blind=None):
+def _down(target, spec, now):
+    """Down for the brake: failing now, or given up within the window.
+
+    A server given up on long ago is not part of a failure happening now.
+    """
+    if target.state != states.GAVE_UP:
+        return target.state in states.DOWN
+    since = parse_time(target.since)
+    return since is None or now - since <= datetime.timedelta(
+        seconds=spec.attempt_window)
+
+
+def brake(targets, spec, now, blind=None):
     """Why the policy must not start recoveries now, or None.
 
     :param blind: why the observers cannot be trusted now (Nova errors,
@@ -78,7 +92,7 @@ def brake(targets, spec, blind=None):
     """
     if blind:
         return '%s: %s' % (BLIND, blind)
-    down = [t for t in targets if t.state in states.DOWN]
+    down = [t for t in targets if _down(t, spec, now)]
     if (len(down) >= BRAKE_MIN_DOWN and
             len(down) >= spec.max_unhealthy_fraction * len(targets)):
         return ('%d of %d targets are failing at once (brake at %d%%): '
@@ -101,6 +115,7 @@ def _paused(policy):
 
 
 def _hold_reason(target, policy, now):
+    """Why no new action may be taken on the target now, or None."""
     frozen = policy.frozen()
     if frozen:
         return frozen
@@ -120,55 +135,72 @@ def _deadline_passed(target, now):
     return deadline is not None and now >= deadline
 
 
-def plan(policy, targets, now, running=0, engine_room=None, blind=None):
+def _undo(target):
+    """A step undoing what a finished recovery left, or None."""
+    recovery = target.recovery or {}
+    if target.state in (states.HEALTHY, states.GAVE_UP) and (
+            recovery.get('drained') and not recovery.get('restored')):
+        return Restore(target)
+    if target.state == states.HEALTHY and recovery.get('marked_failed'):
+        return Unmark(target)
+    return None
+
+
+def _escalation(target):
+    recovery = target.recovery or {}
+    action = ' '.join([recovery.get('action', 'the action')] +
+                      list((recovery.get('params') or {}).values()))
+    return Escalate(target, recovery.get('step', 0) + 1,
+                    'not healthy %ss after %s' % (
+                        recovery.get('verify_seconds', '?'), action))
+
+
+def plan(policy, targets, now, running=(), engine_room=None, blind=None):
     """The steps for one policy's targets now.
 
     :param policy: has ``spec`` (PolicySpec), ``busy`` (places a stack
         action works on) and ``frozen()`` (why nothing may change).
-    :param targets: the policy's targets (state, recovery, attempts,
+    :param targets: the policy's targets (id, state, recovery, attempts,
         first_attempt_at, next_attempt_at, since, grace_until, place,
         path).
-    :param running: recoveries of this policy the engine runs now.
+    :param running: ids of the targets whose recovery this engine is
+        starting now (still UNHEALTHY until their intent is stored).
     :param engine_room: recoveries the engine may still start (its own
         limit), None for no limit.
     :param blind: as for ``brake``.
     """
     spec = policy.spec.recovery
     steps = []
-    observing = spec.mode == policy_spec.OBSERVE
-    if observing:
-        # Detection and the report only: nothing to hold back or brake.
-        return Plan(None, [])
-    braked = brake(targets, spec, blind)
-    active = sum(1 for t in targets if t.state in states.IN_RECOVERY)
-    room = max(spec.max_concurrent - max(active, running), 0)
+    if spec.mode == policy_spec.OBSERVE:
+        # Detection and the report only: nothing to hold back or brake,
+        # but what an earlier recovery left is still undone.
+        return Plan(None, [s for s in map(_undo, targets) if s])
+    braked = brake(targets, spec, now, blind)
+    active = {t.id for t in targets if t.state in states.IN_RECOVERY}
+    room = max(spec.max_concurrent - len(active | set(running)), 0)
     if engine_room is not None:
         room = min(room, engine_room)
     for target in sorted(targets, key=lambda t: (parse_time(t.since) or now)):
         state = target.state
-        if state == states.RECOVERING:
-            # Stored intent: carried through even under the brake (it was
-            # decided before), never issued twice (the stages say what
-            # was done).
-            steps.append(Advance(target))
-        elif state == states.VERIFYING:
-            recovery = target.recovery or {}
-            paused = _paused(policy)
-            if _deadline_passed(target, now) and paused:
-                steps.append(Hold(target, paused))
+        undo = _undo(target)
+        if undo is not None:
+            steps.append(undo)
+        elif state in states.IN_RECOVERY:
+            held = _hold_reason(target, policy, now)
+            stage = (target.recovery or {}).get('stage')
+            if state == states.RECOVERING and (
+                    held is None or stage == 'issuing'):
+                # Stored intent: carried through even under the brake (it
+                # was decided before), never issued twice (the stages say
+                # what was done).
+                steps.append(Advance(target))
+            elif held is not None and (state == states.RECOVERING or
+                                       _deadline_passed(target, now)):
+                steps.append(Hold(target, held))
             elif _deadline_passed(target, now):
-                action = ' '.join([recovery.get('action', 'the action')] +
-                                  list((recovery.get('params') or {})
-                                       .values()))
-                steps.append(Escalate(
-                    target, recovery.get('step', 0) + 1,
-                    'not healthy %ss after %s' % (
-                        recovery.get('verify_seconds', '?'), action)))
+                steps.append(_escalation(target))
         elif state == states.HEALTHY:
-            recovery = target.recovery or {}
-            if recovery.get('drained') and not recovery.get('restored'):
-                steps.append(Restore(target))
-            elif target.attempts and (
+            if target.attempts and (
                     now - (parse_time(target.since) or now) >=
                     datetime.timedelta(seconds=spec.healthy_reset)):
                 steps.append(ResetAttempts(target))
@@ -190,6 +222,8 @@ def plan(policy, targets, now, running=0, engine_room=None, blind=None):
                 steps.append(Hold(target, 'backing off until %s' %
                                   not_before.isoformat(
                                       timespec='seconds')))
+                continue
+            if target.id in running:
                 continue
             if room <= 0:
                 steps.append(Hold(target, 'waiting: %d recoveries of this '

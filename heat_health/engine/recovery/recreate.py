@@ -1,0 +1,173 @@
+"""RECREATE, stage by stage: fence, mark, have heat-engine replace.
+
+A mixin of the recovery loop: each pass takes a stored RECREATE as far as
+it goes now and stores the stage reached before the effect that follows
+it. The old server is stopped once (``fencing``, confirmed ``fenced``);
+the resource is marked CHECK_FAILED only while it still holds the old
+server, and the stack update is asked for after ``updating`` is stored,
+again only when an update ended without replacing the server. The
+registry's sync sees the new server and verifies it.
+"""
+
+import datetime
+
+from oslo_log import log as logging
+import oslo_messaging
+
+from heat_health.engine.monitor import states
+from heat_health.engine.recovery import heat_replace
+from heat_health.engine.recovery import nova_actions
+from heat_health.engine.recovery import planner
+
+LOG = logging.getLogger(__name__)
+
+STAGES = (INTENT, FENCING, FENCED, UPDATING) = (
+    'intent', 'fencing', 'fenced', 'updating')
+# Updates tried for one RECREATE whose update was superseded.
+MAX_UPDATES = 3
+
+
+class RecreateStages(object):
+    """RECREATE's stages.
+
+    The loop provides tracker, replacer, timeline, ``_failed`` and
+    ``_saw_nova_error``.
+    """
+
+    def _store_stage(self, target, recovery, reason):
+        """Store the stage reached; ``reason`` None: not in the timeline."""
+        if self.tracker.store_step(target, states.RECOVERING,
+                                   states.RECOVERING,
+                                   reason or target.reason,
+                                   {'recovery': recovery},
+                                   announce=reason is not None):
+            if reason:
+                self.timeline.heat_event(target, 'IN_PROGRESS', reason)
+            return True
+        return False
+
+    def _recreate(self, policy, target, recovery, nova):
+        stage = recovery.get('stage')
+        old = recovery.get('old_server_id') or target.server_id
+        if stage == UPDATING:
+            return self._recreate_update(policy, target, recovery)
+        if policy.spec.recovery.fence_compute and stage != FENCED:
+            if not self._fence(policy, target, recovery, old, nova):
+                return
+        reason = 'RECREATE: %s' % (recovery.get('detected') or 'unhealthy')
+        try:
+            self.replacer.mark_failed(target.stack_id, target.resource_name,
+                                      reason[:255], server_id=old)
+        except heat_replace.ServerMoved as e:
+            # An earlier update replaced it already: the registry's next
+            # sync verifies the new server.
+            LOG.info('RECREATE of %(p)s: %(e)s', {'p': target.path, 'e': e})
+            return
+        except Exception as e:
+            return self._failed(policy, target, 'could not mark the '
+                                'resource CHECK_FAILED: %s' % e)
+        self._request_update(policy, target, recovery, old)
+
+    def _fence(self, policy, target, recovery, old, nova):
+        """Stop the old server, once; True once Nova shows it stopped.
+
+        Before Heat makes the new one: Heat creates the replacement first.
+        Looked at again at every pass until node_delete_timeout.
+        """
+        spec = policy.spec.recovery
+        now = self._clock()
+        if recovery.get('stage') == INTENT:
+            recovery.update(stage=FENCING, fence_started_at=now.isoformat())
+            if not self._store_stage(target, recovery,
+                                     'fencing: stopping server %s' % old):
+                return False
+            try:
+                nova.run(old, 'STOP')
+            except (nova_actions.ServerGone, nova_actions.ActionRefused):
+                pass
+            except nova_actions.NovaActionFailed as e:
+                self._saw_nova_error(policy, e)
+                self._failed(policy, target, 'fencing failed: %s' % e,
+                             retry_same=True)
+                return False
+        try:
+            found = nova.status(old)
+        except nova_actions.ServerGone:
+            found = None
+        except nova_actions.NovaActionFailed as e:
+            self._saw_nova_error(policy, e)
+            return False
+        if found is not None and not (
+                found.vm_state in ('stopped', 'deleted', 'soft-delete') and
+                not found.task_state):
+            started = planner.parse_time(recovery.get('fence_started_at'))
+            if now < (started or now) + datetime.timedelta(
+                    seconds=spec.node_delete_timeout):
+                return False
+            if not spec.node_force_recreate or recovery.get('force_deleted'):
+                self._failed(policy, target, 'server %s did not stop within '
+                             '%ss' % (old, spec.node_delete_timeout))
+                return False
+            recovery.update(force_deleted=True,
+                            fence_started_at=now.isoformat())
+            if not self._store_stage(target, recovery,
+                                     'fencing: deleting server %s' % old):
+                return False
+            try:
+                nova.force_delete(old)
+            except nova_actions.ServerGone:
+                pass
+            except nova_actions.ActionRefused as e:
+                self._failed(policy, target, 'server %s could not be '
+                             'deleted: %s' % (old, e))
+            except nova_actions.NovaActionFailed as e:
+                self._saw_nova_error(policy, e)
+            return False
+        recovery['stage'] = FENCED
+        return self._store_stage(target, recovery,
+                                 'fenced: server %s is stopped' % old)
+
+    def _request_update(self, policy, target, recovery, old):
+        """Have heat-engine update the stack; stored as asked before."""
+        recovery.update(stage=UPDATING, updates=recovery.get('updates', 0) + 1,
+                        update_at=self._clock().isoformat())
+        if not self._store_stage(target, recovery, 'stack update (existing) '
+                                 'requested to replace server %s' % old):
+            return
+        try:
+            stack_id = self.replacer.update_target(
+                policy.stack_id, target.stack_id, target.resource_name)
+        except oslo_messaging.MessagingTimeout as e:
+            # It may still run: the next pass sees what became of it.
+            LOG.warning('heat-engine did not answer the update replacing '
+                        '%(p)s in time: %(e)s', {'p': target.path, 'e': e})
+            return
+        except Exception as e:
+            return self._failed(policy, target, 'heat-engine did not '
+                                'update the stack: %s' % e)
+        recovery['updated_stack'] = stack_id
+        self.tracker.store_columns(target, {'recovery': recovery})
+
+    def _recreate_update(self, policy, target, recovery):
+        old = recovery.get('old_server_id') or target.server_id
+        if self.replacer.replaced(target.stack_id, target.resource_name,
+                                  old):
+            # Done: the registry's next sync verifies the new server.
+            return
+        updated = recovery.get('updated_stack') or policy.stack_id
+        action, status = self.replacer.stack_status(updated)
+        if status == 'IN_PROGRESS':
+            return
+        if status == 'FAILED':
+            return self._failed(policy, target, 'the stack update failed: '
+                                '%s_%s' % (action, status))
+        resource = self.replacer.resource(target.stack_id,
+                                          target.resource_name)
+        if (resource.action, resource.status) != ('CHECK', 'FAILED'):
+            return self._failed(policy, target, 'the resource is %s_%s and '
+                                'was not replaced' % (
+                                    resource.action, resource.status))
+        if recovery.get('updates', 0) >= MAX_UPDATES:
+            return self._failed(policy, target, 'the update was superseded '
+                                '%d times' % MAX_UPDATES)
+        self._request_update(policy, target, recovery, old)

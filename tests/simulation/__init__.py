@@ -1,0 +1,1 @@
+"""Deterministic simulation of the acting core (see world.World)."""

@@ -1,0 +1,262 @@
+"""One heat-health-engine of the world: the real acting core, driven.
+
+An Engine holds a real Tracker, a real RecoveryLoop (its steps queued by a
+deferred executor, so the world runs them one at a time, interleaved with
+anything else), a real Drainer and the real Nova status poller over the
+Nova double's listings. ``tick`` does what ``Monitor.tick`` does for the
+acting core: claim (the world's ring and members), resolve and sync the
+targets when due, load the tracker when something changed, look up newly
+watched servers, poll when due, settle and flush.
+
+Product code that fails with an ``Exception`` is logged and retried by
+the real engine's loops; here it is recorded in ``errors`` and the call
+returns. A ``Crash`` (kill -9) drops the engine where it stood.
+"""
+
+import random
+
+from oslo_config import cfg
+
+from heat_health.common import config  # noqa: F401  (registers options)
+from heat_health.engine.monitor import monitor as monitor_mod
+from heat_health.engine.monitor import nova_status
+from heat_health.engine.monitor import tracker as tracker_mod
+from heat_health.engine import policy_spec
+from heat_health.engine.recovery import lb_drain
+from heat_health.engine.recovery import loop as loop_mod
+from heat_health.objects import policy as policy_object
+from heat_health.objects import target as target_object
+from tests.simulation import faults as faults_mod
+
+
+class RecordingNotifier(object):
+    """An oslo.messaging Notifier that keeps what it was asked to send."""
+
+    def __init__(self):
+        self.sent = []
+
+    def info(self, ctxt, event_type, payload):
+        self.sent.append((event_type, payload))
+
+
+class DeferredExecutor(object):
+    """Queues the recovery loop's steps instead of running them."""
+
+    def __init__(self):
+        self.queue = []   # [(fn, args, kwargs)]
+
+    def submit(self, fn, *args, **kwargs):
+        self.queue.append((fn, args, kwargs))
+
+    def shutdown(self, wait=True, cancel_futures=False):
+        del self.queue[:]
+
+
+def step_label(args):
+    """'Start srv-0001' for a queued _carry_out(policy, step)."""
+    if len(args) == 2 and hasattr(args[1], 'target'):
+        return '%s %s' % (type(args[1]).__name__, args[1].target.server_id)
+    return repr(args)
+
+
+class Engine(object):
+
+    def __init__(self, world, engine_id, seed=0):
+        self.world = world
+        self.id = engine_id
+        self.seed = seed
+        self.alive = False
+        self.errors = []      # (virtual seconds, where, repr)
+        self.start()
+
+    # Life
+
+    def start(self):
+        """Start with an empty memory, as a process does."""
+        world = self.world
+        conf = cfg.CONF
+        self.notifier = RecordingNotifier()
+        self.executor = DeferredExecutor()
+        self.tracker = tracker_mod.Tracker(
+            self.id, 'host-%s' % self.id,
+            fresh_resolution=self._fresh_resolution,
+            notifier=self.notifier, clock=world.clock.now)
+        self._polled = []
+        self.poller = nova_status.StatusPoller(
+            world.nova.listing(), self._polled.append,
+            lambda: self.tracker.servers(policy_spec.POLLED),
+            conf.heat_health.node_status_resync_cycles,
+            clock=world.clock.now, stuck_after=self.tracker.stuck_after)
+        for hook in ('on_look_again', 'on_recovery'):
+            # on_recovery: the hook's name in older versions of the tracker.
+            if hasattr(self.tracker, hook):
+                setattr(self.tracker, hook, self._recheck)
+        self.drainer = lb_drain.Drainer(
+            world.heat.octavia_client, clock=world.clock.seconds,
+            sleep=world.sleep, specs=world.heat.lb_specs)
+        self.loop = loop_mod.RecoveryLoop(
+            self.id, self.tracker, world.heat, blind=self._blind,
+            drainer=self.drainer, conf=conf, clock=world.clock.now,
+            rnd=random.Random(self.seed), executor=self.executor)
+        self._policies = {}      # id -> Policy
+        self._generations = {}   # id -> generation
+        self._targets = {}       # policy id -> [Target]
+        self._resolutions = {}   # policy id -> Resolution
+        self._next_refresh = {}  # policy id -> virtual seconds
+        self._next_poll = {}
+        self._fresh = {}
+        self._signature = None
+        self.alive = True
+
+    def kill(self):
+        """kill -9: memory and queued steps gone, leases left to expire."""
+        self.alive = False
+        self.executor.queue = []
+        self.world.note('%s killed' % self.id)
+
+    def restart(self, engine_id=None):
+        """A new process, under the same id or ``engine_id``."""
+        if engine_id is not None:
+            self.id = engine_id
+        self.start()
+        self.world.note('%s started' % self.id)
+
+    def release(self):
+        """A graceful stop: policies released, the process gone."""
+        self._guard('release', policy_object.Policy.release, self.id)
+        self.alive = False
+        self.executor.queue = []
+
+    def _guard(self, where, func, *args):
+        if not self.alive:
+            raise RuntimeError('engine %s is not running' % self.id)
+        try:
+            func(*args)
+            return True
+        except faults_mod.Crash:
+            self.world.note('%s crashed in %s' % (self.id, where))
+            self.kill()
+            return False
+        except Exception as e:
+            self.errors.append((self.world.clock.seconds(), where, repr(e)))
+            return False
+
+    # What the world drives
+
+    def tick(self):
+        """One monitor tick; False if it failed or the engine died."""
+        return self._guard('tick', self._tick)
+
+    def recovery_pass(self):
+        """One pass of the recovery loop: its steps are queued."""
+        return self._guard('recovery pass', self.loop.run_once)
+
+    @property
+    def steps(self):
+        """Labels of the queued steps, in order."""
+        return [step_label(args) for _f, args, _k in self.executor.queue]
+
+    def run_step(self, index=0):
+        """Run one queued step; returns its label."""
+        fn, args, kwargs = self.executor.queue.pop(index)
+        label = step_label(args)
+        self._guard('step %s' % label, lambda: fn(*args, **kwargs))
+        return label
+
+    def run_steps(self):
+        """Run the queued steps in order (those queued meanwhile too)."""
+        labels = []
+        while self.alive and self.executor.queue:
+            labels.append(self.run_step(0))
+        return labels
+
+    def states(self):
+        return self.tracker.states() if self.alive else {}
+
+    @property
+    def owned(self):
+        """{policy id: generation} this engine holds, as of its last claim."""
+        return dict(self._generations)
+
+    # The monitor's tick, for the acting core
+
+    def _recheck(self, server_id):
+        self.poller.recheck([server_id])
+
+    def _blind(self, policy_id):
+        return self.poller.failure
+
+    def _fresh_resolution(self, policy_id):
+        if policy_id not in self._fresh:
+            policy = self._policies.get(policy_id)
+            self._fresh[policy_id] = (
+                None if policy is None else
+                self.world.heat.resolution(policy.stack_id))
+        return self._fresh[policy_id]
+
+    def _tick(self):
+        world = self.world
+        now = world.clock.seconds()
+        self._fresh = {}
+        policies = policy_object.Policy.claim(
+            self.id, world.lease_seconds,
+            ring_owner=world.ring_owner(self.id), members=world.members)
+        self._generations = {p.id: p.generation for p in policies}
+        self._policies = {p.id: p for p in policies}
+        for cache in (self._targets, self._next_refresh, self._next_poll,
+                      self._resolutions):
+            for gone in set(cache) - set(self._policies):
+                del cache[gone]
+        due = [p for p in policies if self._next_refresh.get(p.id, 0) <= now]
+        if due:
+            self._refresh(due)
+        for policy in due:
+            self._next_refresh[policy.id] = now + min(
+                monitor_mod.REFRESH_SECONDS, policy.parsed.interval)
+        before = self.tracker.servers()
+        self._load_if_changed()
+        after = self.tracker.servers()
+        self.poller.forget(before - after)
+        self.poller.lookup(after - before)
+        self._observe_polled()
+        polled = [p for p in policies if p.parsed.polled and
+                  self._next_poll.get(p.id, 0) <= now]
+        if polled:
+            self.poller.poll()
+            for policy in polled:
+                self._next_poll[policy.id] = now + policy.parsed.interval
+        self._observe_polled()
+        self.tracker.settle()
+        self.tracker.flush()
+
+    def _refresh(self, policies):
+        """Registry.refresh_all, with the Heat double as Heat's database."""
+        for policy in policies:
+            resolution = self.world.heat.resolution(policy.stack_id)
+            previous = self._resolutions.get(policy.id)
+            graced = (previous.busy - resolution.busy) if previous else ()
+            if (previous is None or graced or
+                    previous.places != resolution.places):
+                target_object.Target.sync(policy.id, resolution.places,
+                                          policy.parsed.grace, graced)
+            self._resolutions[policy.id] = resolution
+        self._targets.update(target_object.Target.get_all_by_policies(
+            [p.id for p in policies]))
+
+    def _load_if_changed(self):
+        """Monitor._load_if_changed: the tracker loads what changed."""
+        resolutions = {pid: self._resolutions.get(pid) or
+                       self.world.heat.resolution(p.stack_id)
+                       for pid, p in self._policies.items()}
+        signature = monitor_mod.load_signature(
+            self._policies, self._generations.get, resolutions,
+            self._targets)
+        if signature != self._signature:
+            self.tracker.load(list(self._policies.values()), self._targets,
+                              dict(self._generations), resolutions)
+            self._signature = signature
+
+    def _observe_polled(self):
+        polled, self._polled[:] = list(self._polled), []
+        if polled:
+            self.tracker.observe_all(polled)

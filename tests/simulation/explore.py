@@ -1,0 +1,408 @@
+"""The seeded explorer: random interleavings and faults, checked each step.
+
+``explore(seed, steps)`` builds a World whose policy is drawn from the
+seed (its ladder with or without RECREATE, fencing, max_concurrent, a pool
+or not, 2-6 servers, thresholds and back-off), then lets a scheduler seeded
+the same way pick each step: an engine's tick, its recovery pass or one
+of its queued steps (any of them: interleavings), the clock moving a
+little or a lot, and now and then a fault (a failed or committed-then-lost
+write, a handover, kill -9 now or at a call, Nova/Octavia/Heat errors and
+timeouts, an update that times out but happens, a user's update, suspend,
+pause, disable, mark healthy or unhealthy, servers breaking, healing,
+locked). Most steps are progress, so recoveries also complete.
+
+After each step ``invariants.Checker`` judges the world; the first
+violation ends the run. The Result names the seed and the last
+``TRACE_STEPS`` steps: the same seed and steps replay it (in a process
+with the same PYTHONHASHSEED).
+"""
+
+import collections
+import random
+
+from oslo_config import cfg
+from oslo_db.sqlalchemy import engines as db_engines
+import sqlalchemy
+
+from heat_health.engine.monitor import observation as obs
+from tests.simulation import faults as faults_mod
+from tests.simulation import heat_double
+from tests.simulation import invariants
+from tests.simulation import nova_double
+from tests.simulation import octavia_double
+from tests.simulation import world as world_mod
+
+TRACE_STEPS = 40
+GRACE = 20
+# Each PHASE steps: faults in the first CHAOS of them, then calm (the
+# faults not struck yet dropped: outages end), so that the liveness bounds
+# get quiet time to be judged in.
+PHASE, CHAOS = 60, 35
+
+LADDERS = (
+    None, None,
+    [{'name': 'START'}],
+    [{'name': 'REBOOT', 'params': {'type': 'SOFT'}},
+     {'name': 'REBOOT', 'params': {'type': 'HARD'}}],
+    [{'name': 'REBOOT', 'params': {'type': 'HARD'}}, {'name': 'RECREATE'}],
+    [{'name': 'START'}, {'name': 'REBOOT', 'params': {'type': 'HARD'}},
+     {'name': 'RECREATE'}],
+    [{'name': 'REBUILD'}, {'name': 'RECREATE'}],
+    [{'name': 'RECREATE'}],
+)
+NOVA_CALLS = ('get', 'start', 'stop', 'reboot', 'rebuild', 'unpause',
+              'resume')
+# The Nova actions are named too: a kill right after Nova accepted one
+# (before its outcome is stored) is where an action is most easily sent
+# twice.
+CRASH_CALLS = (('nova', '*'), ('nova', 'start'), ('nova', 'reboot'),
+               ('nova', 'rebuild'), ('nova', 'stop'),
+               ('db', 'target_transition'),
+               ('db', 'target_store_columns'), ('octavia', 'member_batch'),
+               ('heat', 'mark_failed'), ('heat', 'update_target'),
+               ('heat', 'clear_mark'), ('db', 'policy_set_braked'))
+
+
+class Result(collections.namedtuple('Result', [
+        'seed', 'steps', 'violation', 'trace', 'shape'])):
+    """A run: ``violation`` None when every step kept the invariants."""
+
+    __slots__ = ()
+
+    def report(self):
+        lines = ['seed %d: %s after %d steps (%s)' % (
+            self.seed, self.violation or 'no violation', self.steps,
+            self.shape)]
+        lines += ['  ' + line for line in self.trace]
+        return '\n'.join(lines)
+
+
+class Violation(AssertionError):
+    def __init__(self, result):
+        super(Violation, self).__init__(result.report())
+        self.result = result
+
+
+def policy_shape(rnd):
+    """(World kwargs, recovery limit of the engines) drawn from ``rnd``."""
+    recovery = {
+        'max_concurrent': rnd.randint(1, 3),
+        'success_threshold': rnd.randint(1, 2),
+        'backoff_initial': rnd.choice([2, 5, 10]),
+        'backoff_max': rnd.choice([20, 60]),
+        'max_attempts': rnd.randint(2, 5),
+        'attempt_window': rnd.choice([300, 3600]),
+        'healthy_reset': rnd.choice([60, 600]),
+    }
+    ladder = rnd.choice(LADDERS)
+    if ladder:
+        recovery['actions'] = ladder
+    if rnd.random() < 0.5:
+        recovery['fencing'] = ['COMPUTE']
+    if rnd.random() < 0.08:
+        recovery['mode'] = 'OBSERVE'
+    policy = {'detection': {'interval': 5, 'node_update_timeout': GRACE,
+                            'recovery_conditional': 'ANY_FAILED',
+                            'detection_modes': [
+                                {'type': obs.NODE_STATUS_POLLING,
+                                 'options': {}}]},
+              'recovery': recovery}
+    kwargs = dict(policy=policy, servers=rnd.randint(2, 6),
+                  pool=rnd.random() < 0.7,
+                  policies=1 if rnd.random() < 0.8 else 2,
+                  nested=rnd.random() < 0.7, weight=rnd.randint(1, 9))
+    return kwargs, rnd.choice([1, 2, 10])
+
+
+def _describe(kwargs, engines, limit):
+    recovery = kwargs['policy']['recovery']
+    ladder = recovery.get('actions')
+    names = ('/'.join(a['name'] + (' ' + a['params']['type']
+                                   if a.get('params') else '')
+                      for a in ladder) if ladder else 'state-aware')
+    return ('%d engines, %d policies of %d servers, %s, ladder %s%s, '
+            'max_concurrent %d, limit %d%s' % (
+                engines, kwargs['policies'], kwargs['servers'],
+                'pool' if kwargs['pool'] else 'no pool', names,
+                ', fencing' if recovery.get('fencing') else '',
+                recovery['max_concurrent'], limit,
+                ', OBSERVE' if recovery.get('mode') else ''))
+
+
+def _no_yield(world):
+    """No sleep(0) at each connection check-in.
+
+    There is no other thread to let run, and it cost a tenth of the time.
+    """
+    engine = world.db._facade.writer.get_engine()
+    if sqlalchemy.event.contains(engine, 'checkin',
+                                 db_engines._thread_yield):
+        sqlalchemy.event.remove(engine, 'checkin', db_engines._thread_yield)
+
+
+class Explorer(object):
+    """One seeded run; ``hook(world)`` may sabotage it (to test checks)."""
+
+    def __init__(self, seed, engines=None, hook=None):
+        self.seed = seed
+        self.rnd = random.Random(seed)
+        engines = engines or self.rnd.randint(2, 3)
+        kwargs, self.limit = policy_shape(self.rnd)
+        self.shape = _describe(kwargs, engines, self.limit)
+        cfg.CONF.set_override('max_concurrent_recoveries', self.limit,
+                              group='heat_health')
+        self.trace = collections.deque(maxlen=TRACE_STEPS)
+        self.world = None
+        self.checker = None
+        try:
+            self.world = world_mod.World(engines=engines, seed=seed,
+                                         **kwargs)
+            _no_yield(self.world)
+            if hook is not None:
+                hook(self.world)
+            self.checker = invariants.Checker(self.world)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self):
+        if self.checker is not None:
+            self.checker.close()
+            self.checker = None
+        if self.world is not None:
+            self.world.close()
+            self.world = None
+        cfg.CONF.clear_override('max_concurrent_recoveries',
+                                group='heat_health')
+
+    # The run
+
+    def run(self, steps):
+        done = 0
+        for done in range(1, steps + 1):
+            calm = done % PHASE >= CHAOS
+            if done % PHASE == CHAOS:
+                self._calm()
+            step = self._choose(calm)
+            self.checker.before(step)
+            text = self._take(step)
+            self.trace.append('%4d %7.1fs %s' % (
+                done, self.world.clock.seconds(), text))
+            found = self.checker.after(step)
+            if found:
+                return Result(self.seed, done, found[0], list(self.trace),
+                              self.shape)
+        return Result(self.seed, done, None, list(self.trace), self.shape)
+
+    def _calm(self):
+        w = self.world
+        for faults in (w.db.faults, w.nova.faults, w.nova.list_faults,
+                       w.octavia.faults, w.heat.faults):
+            faults.clear()
+
+    def _choose(self, calm=False):
+        """The next step, by weights that favour progress."""
+        w, rnd = self.world, self.rnd
+        live = [e for e in w.engines if e.alive]
+        dead = [e for e in w.engines if not e.alive]
+        policy = rnd.randrange(len(w.policies))
+        row = self.checker.policies[w.policies[policy].id]
+        choices = [(30, 'tick'), (18, 'pass'), (16, 'advance'),
+                   (1.5, 'advance_long'), (3, 'break'), (0.8, 'heal'),
+                   (0.3, 'lock'), (1.2, 'db'), (0.5, 'assign'),
+                   (0.8, 'kill'), (1, 'nova'), (0.4, 'listing'),
+                   (0.5, 'octavia'), (0.6, 'heat'), (0.5, 'user_update'),
+                   (5 if row.suspended else 0.3, 'suspend'),
+                   (5 if row.paused else 0.5, 'pause'),
+                   (5 if not row.enabled else 0.5, 'disable'),
+                   (0.5, 'mark_healthy'), (0.2, 'mark_unhealthy')]
+        if calm:
+            choices = choices[:4]
+        if any(e.executor.queue for e in live):
+            choices.append((30, 'run'))
+        if dead:
+            choices.append((8, 'restart'))
+        if not live:
+            choices = [(1, 'restart')]
+        total = sum(weight for weight, _n in choices)
+        pick = rnd.uniform(0, total)
+        for weight, name in choices:
+            pick -= weight
+            if pick <= 0:
+                break
+        if name in ('tick', 'pass', 'run'):
+            engines = ([e for e in live if e.executor.queue]
+                       if name == 'run' else live)
+            engine = rnd.choice(engines)
+            return invariants.Step(name, engine, name)
+        return invariants.Step(name, fault=name not in (
+            'advance', 'advance_long', 'restart'), op=policy)
+
+    def _take(self, step):
+        rnd = self.rnd
+        engine = step.engine
+        if step.label == 'tick':
+            engine.tick()
+            return '%s tick' % engine.id
+        if step.label == 'pass':
+            engine.recovery_pass()
+            return '%s pass -> %s' % (engine.id, engine.steps or '[]')
+        if step.label == 'run':
+            index = rnd.randrange(len(engine.executor.queue))
+            label = engine.run_step(index)
+            return '%s runs %s%s' % (engine.id, label, '' if engine.alive
+                                     else ' (crashed)')
+        if step.fault:
+            self.checker.fault()
+        try:
+            return getattr(self, '_' + step.label)(step.op)
+        except Exception as e:
+            return '%s: no effect (%s)' % (step.label, type(e).__name__)
+
+    # The world's steps
+
+    def _advance(self, policy):
+        seconds = self.rnd.choice([1, 1, 2, 3])
+        self.world.advance(seconds)
+        return 'advance %ss' % seconds
+
+    def _advance_long(self, policy):
+        seconds = self.rnd.choice([10, 20, 35])
+        self.world.advance(seconds)
+        return 'advance %ss' % seconds
+
+    def _index(self, policy):
+        return self.rnd.randrange(len(self.world.places(policy)))
+
+    def _break(self, policy):
+        index = self._index(policy)
+        how = self.rnd.choice(nova_double.BREAKS)
+        server = self.world.server_id(index, policy)
+        self.world.break_server(index, how, policy)
+        return 'server %s (p%d/%d) breaks: %s' % (server, policy, index, how)
+
+    def _heal(self, policy):
+        index = self._index(policy)
+        server = self.world.server_id(index, policy)
+        self.world.heal_server(index, policy)
+        return 'server %s heals by itself' % server
+
+    def _lock(self, policy):
+        index = self._index(policy)
+        server = self.world.server(index, policy)
+        locked = not server.locked
+        self.world.lock_server(index, locked, policy)
+        return 'server %s locked: %s' % (server.id, locked)
+
+    def _db(self, policy):
+        count = self.rnd.randint(1, 2)
+        committed = self.rnd.random() < 0.5
+        self.world.fail_writes(count, committed=committed)
+        return 'next %d db writes fail%s' % (
+            count, ' after committing' if committed else '')
+
+    def _assign(self, policy):
+        engine = self.rnd.randrange(len(self.world.engines))
+        self.world.assign(policy, engine)
+        return 'ring: policy-%d -> engine-%d' % (policy, engine)
+
+    def _kill(self, policy):
+        live = [e for e in self.world.engines if e.alive]
+        if self.rnd.random() < 0.5 and live:
+            engine = self.rnd.choice(live)
+            engine.kill()
+            return '%s killed' % engine.id
+        double, call = self.rnd.choice(CRASH_CALLS)
+        phase = self.rnd.choice([faults_mod.BEFORE, faults_mod.AFTER])
+        self.world.crash_at(double, call, phase=phase)
+        return 'kill -9 at the next %s.%s (%s)' % (double, call, phase)
+
+    def _restart(self, policy):
+        engine = self.rnd.choice([e for e in self.world.engines
+                                  if not e.alive])
+        engine.restart()
+        self.checker.attach(engine)
+        return '%s restarted' % engine.id
+
+    def _nova(self, policy):
+        call = self.rnd.choice(NOVA_CALLS)
+        kind = self.rnd.choice(['error', 'unavailable', 'timeout'])
+        phase = self.rnd.choice([faults_mod.BEFORE, faults_mod.AFTER])
+        self.world.nova.faults.add(call, nova_double.error(kind),
+                                   phase=phase)
+        return 'nova %s fails: %s (%s)' % (call, kind, phase)
+
+    def _listing(self, policy):
+        count = self.rnd.randint(1, 3)
+        self.world.nova.list_faults.add('*', nova_double.error('error'),
+                                        count)
+        return 'nova listings fail %d times' % count
+
+    def _octavia(self, policy):
+        call = self.rnd.choice(['member_list', 'load_balancer_show',
+                                'member_batch'])
+        code = self.rnd.choice([500, 503, 409])
+        self.world.octavia.faults.add(call, octavia_double.error(code))
+        return 'octavia %s fails: %d' % (call, code)
+
+    def _heat(self, policy):
+        call = self.rnd.choice(['update_target', 'mark_failed',
+                                'stack_status', 'clear_mark',
+                                'record_event'])
+        phase = self.rnd.choice([faults_mod.BEFORE, faults_mod.AFTER])
+        self.world.heat.faults.add(call, heat_double.timeout, phase=phase)
+        return 'heat %s times out (%s)' % (call, phase)
+
+    def _user_update(self, policy):
+        places = self.world.places(policy)
+        touching = sorted(self.rnd.sample(range(len(places)),
+                                          self.rnd.randint(0, 2)))
+        self.world.user_update(policy, seconds=self.rnd.choice([5, 15]),
+                               touching=touching)
+        self.checker.user_update(self.world.policies[policy].stack_id)
+        return 'user updates the stack of policy-%d, touching %s' % (
+            policy, touching)
+
+    def _suspend(self, policy):
+        row = self.checker.policies[self.world.policies[policy].id]
+        if row.suspended:
+            self.world.resume_stack(policy)
+            return 'stack of policy-%d resumed' % policy
+        self.world.suspend_stack(policy)
+        return 'stack of policy-%d suspended' % policy
+
+    def _pause(self, policy):
+        row = self.checker.policies[self.world.policies[policy].id]
+        if row.paused:
+            self.world.unpause(policy)
+            return 'policy-%d resumed by the operator' % policy
+        self.world.pause(policy)
+        return 'policy-%d paused' % policy
+
+    def _disable(self, policy):
+        row = self.checker.policies[self.world.policies[policy].id]
+        self.world.set_enabled(not row.enabled, policy)
+        return 'policy-%d enabled: %s' % (policy, not row.enabled)
+
+    def _mark_healthy(self, policy):
+        index = self._index(policy)
+        place = self.world.places(policy)[index]
+        ids = [r.id for r in self.checker.rows.values() if r.place == place]
+        self.world.mark_healthy(index, policy)
+        self.checker.foreign_write(ids)
+        return 'user marks %s healthy' % '/'.join(place)
+
+    def _mark_unhealthy(self, policy):
+        index = self._index(policy)
+        place = self.world.places(policy)[index]
+        self.world.mark_unhealthy(index, policy)
+        return 'user marks %s unhealthy' % '/'.join(place)
+
+
+def explore(seed, steps, engines=None, hook=None):
+    """One seeded run of ``steps`` steps; returns its Result."""
+    explorer = Explorer(seed, engines, hook)
+    try:
+        return explorer.run(steps)
+    finally:
+        explorer.close()

@@ -1,0 +1,470 @@
+"""Heat as recovery and the monitor see it: stacks, resources, updates.
+
+It answers what the RecoveryLoop asks of a HeatReplacer (``stack_status``,
+``resource``, ``mark_failed``, ``update_target``, ``replaced``,
+``record_event``, ``nova_client``, ``octavia_client``) and what the monitor
+resolves from Heat's database (``resolution``: the places of a policy's
+servers, the places a stack action works on, whether the stack is
+suspended), with Heat 27's behaviour (reference/heat-internals.md §8):
+
+* marking waits for no one: it is refused (ActionInProgress) while a stack
+  action holds the stack, and for a resource being deleted;
+* an update with ``existing`` is refused here unless the stack is
+  ``*_COMPLETE`` and not suspended, as HeatReplacer refuses it; it takes
+  virtual time; every CHECK_FAILED server resource of the tree is replaced
+  by a new server (created first, the old one deleted when the update
+  completes), and the load balancer's member follows the new server;
+* any update replaces CHECK_FAILED servers, a user's too; a second update
+  while one runs supersedes it (convergence): the replacements go on;
+* suspend and resume stop and start the servers through Nova.
+
+Faults: any call can raise (``faults``), before or after its effect (an
+update that times out but still happens: ``MessagingTimeout`` after).
+"""
+
+import collections
+import copy
+import datetime
+
+from heat.common import exception as heat_exc
+import oslo_messaging
+
+from heat_health.engine.recovery import heat_replace
+from heat_health.engine import targets as target_resolution
+from tests.simulation import faults as faults_mod
+
+SERVER, GROUP, LOAD_BALANCER = ('OS::Nova::Server', 'OS::Heat::ResourceGroup',
+                                'OS::Heat::LoadBalancer')
+# Virtual seconds of a stack update, a suspend and a resume.
+UPDATE_SECONDS = 10
+SUSPEND_SECONDS = 4
+IMAGE = 'img-0001'
+
+Mark = collections.namedtuple('Mark', ['at', 'stack_id', 'resource_name',
+                                       'physical_id', 'source', 'reason'])
+UpdateRequest = collections.namedtuple('UpdateRequest', [
+    'at', 'stack_id', 'kind', 'superseded'])
+Replacement = collections.namedtuple('Replacement', [
+    'at', 'stack_id', 'resource_name', 'old', 'new', 'outcome'])
+Event = collections.namedtuple('Event', ['at', 'stack_id', 'resource_name',
+                                         'action', 'status', 'reason'])
+
+
+def timeout(call=None, key=None):
+    """What an RPC to heat-engine raises when no answer comes in time."""
+    return oslo_messaging.MessagingTimeout('No reply from heat-engine')
+
+
+class Resource(object):
+    __slots__ = ('name', 'type', 'physical_id', 'action', 'status',
+                 'reason', 'image')
+
+    def __init__(self, name, rtype, physical_id, image=None):
+        self.name = name
+        self.type = rtype
+        self.physical_id = physical_id
+        self.action, self.status = 'CREATE', 'COMPLETE'
+        self.reason = ''
+        self.image = image
+
+    @property
+    def state(self):
+        return (self.action, self.status)
+
+
+class Stack(object):
+
+    def __init__(self, stack_id, name, owner_id=None, parent=None):
+        self.id = stack_id
+        self.name = name
+        self.owner_id = owner_id
+        self.parent = parent          # the resource name in its owner
+        self.action, self.status = 'CREATE', 'COMPLETE'
+        self.resources = collections.OrderedDict()
+
+
+class _Operation(object):
+    """A stack action under way: ends at ``until``."""
+
+    def __init__(self, kind, until, busy=(), replacing=None):
+        self.kind = kind
+        self.until = until
+        self.busy = set(busy)          # places a user's update touches
+        self.replacing = replacing or {}   # place -> old server id
+
+
+class HeatDouble(object):
+
+    def __init__(self, clock, nova, octavia):
+        self._clock = clock
+        self.nova = nova
+        self.octavia = octavia
+        self.stacks = {}
+        self.load_balancers = {}     # root stack id -> [decoded LB data]
+        self.marks = []              # [Mark]
+        self.unmarks = []            # [Mark] cleared once healthy again
+        self.updates = []            # [UpdateRequest]
+        self.replacements = []       # [Replacement]
+        self.events = []             # [Event]
+        self.faults = faults_mod.Faults()
+        self.update_seconds = UPDATE_SECONDS
+        self._ops = {}               # root stack id -> _Operation
+        self._addresses = 0
+
+    # Building the world
+
+    def _address(self):
+        self._addresses += 1
+        high, low = divmod(self._addresses, 250)
+        return '10.0.%d.%d' % (high, low + 1)
+
+    def _server(self, stack, name):
+        address = self._address()
+        server_id = self.nova.create('%s-%s' % (stack.name, name), IMAGE,
+                                     [address], build_seconds=0)
+        stack.resources[name] = Resource(name, SERVER, server_id, IMAGE)
+        return server_id, address
+
+    def create_stack(self, name, servers, nested=True, pool=True,
+                     weight=1):
+        """A stack of ``servers`` servers; returns (root id, targets).
+
+        Nested: a ResourceGroup ``group`` whose nested stack holds
+        resources '0', '1'...; flat: resources 'server-0'... in the root.
+        With a pool, an OS::Heat::LoadBalancer puts every server in one
+        Octavia pool, at ``weight``.
+        """
+        root = Stack('stack-%s' % name, name)
+        self.stacks[root.id] = root
+        if nested:
+            holder = Stack('nested-%s' % name, '%s-group' % name,
+                           owner_id=root.id, parent='group')
+            self.stacks[holder.id] = holder
+            root.resources['group'] = Resource('group', GROUP, holder.id)
+            names, targets = [str(i) for i in range(servers)], ['group']
+        else:
+            holder = root
+            names = ['server-%d' % i for i in range(servers)]
+            targets = list(names)
+        made = [self._server(holder, n) for n in names]
+        if pool:
+            lb_id, pool_id = 'lb-%s' % name, 'pool-%s' % name
+            self.octavia.add_pool(lb_id, pool_id)
+            self.octavia.apply(pool_id, [
+                {'address': address, 'protocol_port': 80, 'weight': weight,
+                 'subnet_id': 'subnet-1', 'name': server_id}
+                for server_id, address in made], 'heat')
+            self.octavia.lbs[lb_id].update(provisioning_status='ACTIVE',
+                                           until=None)
+            ids = {m['address']: m['id']
+                   for m in self.octavia.pools[pool_id]['members']}
+            root.resources['lb'] = Resource('lb', LOAD_BALANCER, lb_id)
+            self.load_balancers[root.id] = [{
+                'pool_id': pool_id, 'loadbalancer_id': lb_id,
+                'protocol_port': 80, 'subnet_id': 'subnet-1',
+                'subnet_cidr': '10.0.0.0/8', 'lb_status_timeout': 10,
+                'members': {server_id: {'address': address,
+                                        'member_id': ids[address]}
+                            for server_id, address in made}}]
+        return root.id, targets
+
+    # What the monitor resolves from Heat's database
+
+    def _tree(self, root_id):
+        """(stack, resource, path) of every server resource under root."""
+        found = []
+
+        def walk(stack, prefix):
+            for rsrc in stack.resources.values():
+                if rsrc.type == SERVER:
+                    found.append((stack, rsrc, prefix + rsrc.name))
+                elif rsrc.type == GROUP and rsrc.physical_id in self.stacks:
+                    walk(self.stacks[rsrc.physical_id],
+                         prefix + rsrc.name + '/')
+        walk(self.stacks[root_id], '')
+        return found
+
+    def places(self, root_id):
+        self._settle()
+        places = {}
+        for stack, rsrc, path in self._tree(root_id):
+            if not rsrc.physical_id or rsrc.action == 'DELETE':
+                continue
+            server = self.nova.find(rsrc.physical_id)
+            places[(stack.id, rsrc.name)] = {
+                'server_id': rsrc.physical_id, 'path': path,
+                'addresses': list(server.addresses) if server else []}
+        return places
+
+    def busy(self, root_id):
+        self._settle()
+        return frozenset((stack.id, rsrc.name)
+                         for stack, rsrc, _p in self._tree(root_id)
+                         if rsrc.status == 'IN_PROGRESS')
+
+    def suspended(self, root_id):
+        self._settle()
+        return self.stacks[root_id].action == 'SUSPEND'
+
+    def resolution(self, root_id):
+        """What heat_health.engine.targets.Resolver would find now."""
+        return target_resolution.Resolution(
+            self.places(root_id), self.busy(root_id),
+            self.suspended(root_id), [], None)
+
+    def lb_specs(self, root_id):
+        """The decoded data of the stack's load balancers (the Drainer's)."""
+        return copy.deepcopy(self.load_balancers.get(root_id, []))
+
+    # Time
+
+    def _settle(self):
+        now = self._clock()
+        for root_id, op in list(self._ops.items()):
+            if op.until <= now:
+                del self._ops[root_id]
+                getattr(self, '_finish_' + op.kind)(root_id, op)
+
+    def _set_tree(self, root_id, action, status):
+        for stack in self.stacks.values():
+            if stack.id == root_id or self._root_of(stack.id) == root_id:
+                stack.action, stack.status = action, status
+
+    def _root_of(self, stack_id):
+        stack = self.stacks[stack_id]
+        while stack.owner_id is not None:
+            stack = self.stacks[stack.owner_id]
+        return stack.id
+
+    # Updates
+
+    def _start_update(self, root_id, kind, seconds=None, busy=()):
+        now = self._clock()
+        previous = self._ops.get(root_id)
+        superseded = previous is not None and previous.kind == 'update'
+        replacing = dict(previous.replacing) if superseded else {}
+        touched = set(previous.busy) if superseded else set()
+        for stack, rsrc, _path in self._tree(root_id):
+            if rsrc.state != ('CHECK', 'FAILED'):
+                continue
+            old = rsrc.physical_id
+            address = self._address()
+            new = self.nova.create('%s-%s' % (stack.name, rsrc.name),
+                                   rsrc.image, [address])
+            replacing[(stack.id, rsrc.name)] = old
+            rsrc.physical_id = new
+            rsrc.action, rsrc.status = 'CREATE', 'IN_PROGRESS'
+        for place in busy:
+            rsrc = self.stacks[place[0]].resources[place[1]]
+            if place not in replacing:
+                rsrc.action, rsrc.status = 'UPDATE', 'IN_PROGRESS'
+                touched.add(place)
+        self._set_tree(root_id, 'UPDATE', 'IN_PROGRESS')
+        self._ops[root_id] = _Operation(
+            'update', now + datetime.timedelta(
+                seconds=self.update_seconds if seconds is None else seconds),
+            touched, replacing)
+        self.updates.append(UpdateRequest(now, root_id, kind, superseded))
+
+    def _finish_update(self, root_id, op):
+        failed = False
+        for (stack_id, name), old in sorted(op.replacing.items()):
+            rsrc = self.stacks[stack_id].resources[name]
+            server = self.nova.find(rsrc.physical_id)
+            if (server is None or server.deleted or
+                    server.vm_state != 'active' or server.task_state):
+                rsrc.action, rsrc.status = 'CREATE', 'FAILED'
+                failed = True
+                outcome = 'failed'
+            else:
+                rsrc.action, rsrc.status = 'CREATE', 'COMPLETE'
+                rsrc.reason = ''
+                self.nova.delete_now(old)
+                self._follow(root_id, old, rsrc.physical_id)
+                outcome = 'replaced'
+            self.replacements.append(Replacement(
+                self._clock(), stack_id, name, old, rsrc.physical_id,
+                outcome))
+        for stack_id, name in op.busy:
+            rsrc = self.stacks[stack_id].resources[name]
+            if rsrc.status == 'IN_PROGRESS':
+                rsrc.action, rsrc.status = 'UPDATE', 'COMPLETE'
+        self._set_tree(root_id, 'UPDATE', 'FAILED' if failed else 'COMPLETE')
+
+    def _follow(self, root_id, old, new):
+        """The LoadBalancer resource's update: the member follows."""
+        server = self.nova.find(new)
+        for spec in self.load_balancers.get(root_id, []):
+            if old not in spec['members']:
+                continue
+            gone = spec['members'].pop(old)['address']
+            address = server.addresses[0]
+            pool_id = spec['pool_id']
+            members = [dict(m) for m in
+                       self.octavia.pools[pool_id]['members']
+                       if m['address'] != gone]
+            members.append({'address': address, 'protocol_port':
+                            spec['protocol_port'], 'subnet_id':
+                            spec['subnet_id'], 'name': new})
+            self.octavia.apply(pool_id, members, 'heat')
+            member_id = [m['id'] for m in
+                         self.octavia.pools[pool_id]['members']
+                         if m['address'] == address][0]
+            spec['members'][new] = {'address': address,
+                                    'member_id': member_id}
+
+    def user_update(self, root_id, seconds=None, busy=()):
+        """A user's stack update, touching the places in ``busy``."""
+        self._settle()
+        self._start_update(root_id, 'user', seconds, busy)
+
+    # Suspend and resume
+
+    def suspend(self, root_id, seconds=SUSPEND_SECONDS):
+        self._settle()
+        for _stack, rsrc, _path in self._tree(root_id):
+            self.nova.suspend_now(rsrc.physical_id)
+        self._set_tree(root_id, 'SUSPEND', 'IN_PROGRESS')
+        self._ops[root_id] = _Operation('suspend', self._clock() +
+                                        datetime.timedelta(seconds=seconds))
+
+    def _finish_suspend(self, root_id, op):
+        self._set_tree(root_id, 'SUSPEND', 'COMPLETE')
+
+    def resume(self, root_id, seconds=SUSPEND_SECONDS):
+        self._settle()
+        for _stack, rsrc, _path in self._tree(root_id):
+            self.nova.resume_now(rsrc.physical_id)
+        self._set_tree(root_id, 'RESUME', 'IN_PROGRESS')
+        self._ops[root_id] = _Operation('resume', self._clock() +
+                                        datetime.timedelta(seconds=seconds))
+
+    def _finish_resume(self, root_id, op):
+        self._set_tree(root_id, 'RESUME', 'COMPLETE')
+
+    # A user's marks through the API
+
+    def set_check_failed(self, stack_id, name, failed, source='api',
+                         reason='marked by the user'):
+        """The PATCH API's marking (True) or its reset (False)."""
+        self._settle()
+        rsrc = self.stacks[stack_id].resources[name]
+        if failed:
+            rsrc.action, rsrc.status, rsrc.reason = 'CHECK', 'FAILED', reason
+        elif rsrc.state == ('CHECK', 'FAILED'):
+            rsrc.action, rsrc.status, rsrc.reason = 'CHECK', 'COMPLETE', ''
+        self.marks.append(Mark(self._clock(), stack_id, name,
+                               rsrc.physical_id, source if failed else
+                               source + ':reset', reason))
+
+    # The HeatReplacer interface
+
+    def _enter(self, call, key):
+        self._settle()
+        self.faults.check(faults_mod.BEFORE, call, key)
+
+    def _leave(self, call, key):
+        self.faults.check(faults_mod.AFTER, call, key)
+
+    def _stack(self, stack_id):
+        stack = self.stacks.get(stack_id)
+        if stack is None:
+            raise heat_exc.EntityNotFound(entity='Stack', name=stack_id)
+        return stack
+
+    def _resource(self, stack_id, name):
+        stack = self._stack(stack_id)
+        if name not in stack.resources:
+            raise heat_exc.ResourceNotFound(resource_name=name,
+                                            stack_name=stack.name)
+        return stack, stack.resources[name]
+
+    def stack_status(self, stack_id):
+        self._enter('stack_status', stack_id)
+        stack = self._stack(stack_id)
+        self._leave('stack_status', stack_id)
+        return stack.action, stack.status
+
+    def resource(self, stack_id, resource_name):
+        self._enter('resource', stack_id)
+        _stack, rsrc = self._resource(stack_id, resource_name)
+        self._leave('resource', stack_id)
+        return heat_replace.ResourceState(rsrc.physical_id, rsrc.action,
+                                          rsrc.status, rsrc.reason)
+
+    def mark_failed(self, stack_id, resource_name, reason, server_id=None):
+        self._enter('mark_failed', stack_id)
+        stack, rsrc = self._resource(stack_id, resource_name)
+        if server_id is not None and rsrc.physical_id != server_id:
+            raise heat_replace.ServerMoved('Resource %s holds %s, not %s' % (
+                resource_name, rsrc.physical_id, server_id))
+        root = self.stacks[self._root_of(stack_id)]
+        if root.status == 'IN_PROGRESS':
+            raise heat_exc.ActionInProgress(stack_name=root.name,
+                                            action=root.action)
+        if rsrc.type != SERVER:
+            raise heat_replace.NotActionable(
+                'Resource %s of stack %s has a nested stack' % (
+                    resource_name, stack.name))
+        if rsrc.action == 'DELETE':
+            raise heat_replace.NotActionable('Resource %s is %s_%s' % (
+                resource_name, rsrc.action, rsrc.status))
+        rsrc.action, rsrc.status, rsrc.reason = 'CHECK', 'FAILED', reason
+        self.marks.append(Mark(self._clock(), stack_id, resource_name,
+                               rsrc.physical_id, 'recovery', reason))
+        self._leave('mark_failed', stack_id)
+        return rsrc.physical_id
+
+    def clear_mark(self, stack_id, resource_name, server_id, reason):
+        """As HeatReplacer.clear_mark: back from CHECK_FAILED, once."""
+        self._enter('clear_mark', stack_id)
+        stack, rsrc = self._resource(stack_id, resource_name)
+        root = self.stacks[self._root_of(stack_id)]
+        if rsrc.physical_id != server_id or (
+                rsrc.action, rsrc.status) != ('CHECK', 'FAILED'):
+            self._leave('clear_mark', stack_id)
+            return False
+        if root.status == 'IN_PROGRESS':
+            raise heat_exc.ActionInProgress(stack_name=root.name,
+                                            action=root.action)
+        rsrc.action, rsrc.status, rsrc.reason = 'CHECK', 'COMPLETE', reason
+        self.unmarks.append(Mark(self._clock(), stack_id, resource_name,
+                                 rsrc.physical_id, 'recovery', reason))
+        self._leave('clear_mark', stack_id)
+        return True
+
+    def update_target(self, root_stack_id, stack_id, resource_name):
+        self._enter('update_target', root_stack_id)
+        self._resource(stack_id, resource_name)
+        root = self._stack(root_stack_id)
+        state = '%s_%s' % (root.action, root.status)
+        if (root.status != 'COMPLETE' or
+                root.action not in heat_replace.UPDATABLE_ACTIONS):
+            raise heat_replace.NotActionable(
+                'Stack %s (%s) is %s' % (root.name, root.id, state))
+        self._start_update(root_stack_id, 'recovery')
+        self._leave('update_target', root_stack_id)
+        return root_stack_id
+
+    def replaced(self, stack_id, resource_name, old_physical_id):
+        now = self.resource(stack_id, resource_name)
+        return (bool(now.physical_id) and
+                now.physical_id != old_physical_id and
+                (now.action, now.status) not in heat_replace._NOT_CREATED)
+
+    def record_event(self, stack_id, resource_name, status_reason,
+                     action=heat_replace.EVENT_ACTION,
+                     status=heat_replace.IN_PROGRESS):
+        self._enter('record_event', stack_id)
+        self._resource(stack_id, resource_name)
+        self.events.append(Event(self._clock(), stack_id, resource_name,
+                                 action, status, status_reason[:255]))
+        self._leave('record_event', stack_id)
+
+    def nova_client(self, stack_id):
+        self._enter('nova_client', stack_id)
+        return self.nova.client('recovery')
+
+    def octavia_client(self, stack_id):
+        self._enter('octavia_client', stack_id)
+        return self.octavia.client('recovery')

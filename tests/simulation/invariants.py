@@ -1,0 +1,651 @@
+"""What users depend on, checked after every step of a simulated world.
+
+``Checker.after(step)`` returns the invariants the step broke, each a
+one-line message. It reads the stored rows straight from the world's
+sqlite connection (only when something was written since the last read)
+and what the doubles recorded since the previous step:
+
+* one Nova action sent (accepted or refused; fencing STOP included) and one
+  replacement per attempt of a place; an attempt is a stored ``(attempt,
+  started_at)`` of the place's recovery (the ``replaced`` stage keeps its
+  attempt);
+* no recovery action (Nova action, mark, stack update) while the policy
+  is disabled, paused, OBSERVE, its stack suspended or under a user's
+  update, as stored before the step began, nor one the policy does not
+  allow (STOP and deletes belong to RECREATE);
+* the concurrency limits, of a policy and of an engine;
+* what an engine believes equals what is stored, after its own step;
+  except targets in flight, targets another writer changed since the
+  engine last read its rows, and targets whose last write by the engine
+  raised (it may have been committed) until the engine writes them again;
+* a write the tracker reported stored is stored (checked at the call);
+* the stored brake has the kind computed from the stored rows, after the
+  owner's recovery pass (a pass whose writes did not fail);
+* nothing says "issued" unless Nova accepted an action in that step;
+* liveness with a bound: a member recovery drained gets its weight back
+  (or leaves the pool) and a CHECK_FAILED recovery set is cleared once
+  the target is HEALTHY (or GAVE_UP, for members), within
+  ``BOUND_PASSES`` clean recovery passes of the owner (its queue empty
+  before the pass, no fault pending) and ``BOUND_SECONDS``; a fault
+  starts the count again.
+"""
+
+import datetime
+import json
+
+from oslo_config import cfg
+
+from heat_health.db import api as db_api
+from heat_health.engine.recovery import planner
+from heat_health.engine.recovery import timeline
+
+FAILING = frozenset(['SUSPECT', 'UNHEALTHY', 'RECOVERING', 'VERIFYING',
+                     'GAVE_UP'])
+BOUND_PASSES = 3
+BOUND_SECONDS = 5
+# The policy action a Nova action of recovery belongs to.
+ACTION_OF = {'start': 'START', 'reboot': 'REBOOT', 'rebuild': 'REBUILD',
+             'unpause': 'UNPAUSE', 'resume': 'RESUME', 'stop': 'RECREATE',
+             'delete': 'RECREATE', 'force_delete': 'RECREATE'}
+_TARGET_SQL = ('SELECT id, policy_id, server_id, stack_id, resource_name, '
+               'state, state_since, recovery, attempts FROM '
+               'heat_health_target')
+_POLICY_SQL = ('SELECT id, engine_id, generation, lease_expires_at, '
+               'enabled, suspended, paused_at, braked, spec FROM '
+               'heat_health_policy')
+_EVENT_SQL = ('SELECT id, server_id, new_state, reason FROM '
+              'heat_health_event WHERE id > ? ORDER BY id')
+
+
+def _time(text):
+    if text is None or isinstance(text, datetime.datetime):
+        return text
+    return datetime.datetime.fromisoformat(text)
+
+
+def _json(value):
+    """Memory and rows compared as the database would hold them."""
+    if isinstance(value, str):
+        value = json.loads(value)
+    value = json.loads(json.dumps(value, default=str)) if value else None
+    return value or None
+
+
+class Row(object):
+    __slots__ = ('id', 'policy_id', 'server_id', 'stack_id',
+                 'resource_name', 'state', 'since', 'recovery', 'attempts')
+
+    def __init__(self, values):
+        (self.id, self.policy_id, self.server_id, self.stack_id,
+         self.resource_name, state, since, recovery, attempts) = values
+        self.state = state
+        self.since = _time(since)
+        self.recovery = _json(recovery)
+        self.attempts = attempts or 0
+
+    @property
+    def place(self):
+        return (self.stack_id, self.resource_name)
+
+
+class PolicyRow(object):
+    __slots__ = ('id', 'engine_id', 'generation', 'lease', 'enabled',
+                 'suspended', 'paused', 'braked', 'spec')
+
+    def __init__(self, values):
+        (self.id, self.engine_id, self.generation, lease, enabled,
+         suspended, paused, self.braked, spec) = values
+        self.lease = _time(lease)
+        self.enabled = bool(enabled)
+        self.suspended = bool(suspended)
+        self.paused = paused is not None
+        self.spec = json.loads(spec) if isinstance(spec, str) else spec
+
+
+class Step(object):
+    """What the explorer is about to do: an engine's operation or not."""
+
+    def __init__(self, label, engine=None, op=None, fault=False):
+        self.label = label
+        self.engine = engine     # the Engine acting, or None
+        self.op = op             # 'tick', 'pass' or 'run'
+        self.fault = fault
+
+
+class Checker(object):
+    """The invariants of one world (see the module's docstring)."""
+
+    def __init__(self, world, conf=cfg.CONF):
+        self.w = world
+        self.limit = conf.heat_health.max_concurrent_recoveries
+        self._conn_fairy = world.db._facade.writer.get_engine() \
+            .raw_connection()
+        self._conn = self._conn_fairy.dbapi_connection
+        self._changes = None
+        self.rows = {}           # target id -> Row
+        self.policies = {}       # policy id -> PolicyRow
+        self._event_marker = 0
+        self._seen = dict(accepted=0, refused=0, marks=0, updates=0,
+                          replacements=0, heat_events=0, batches=0)
+        self._places = {}        # server id -> (policy id, place)
+        self._epoch = {}         # place -> (attempt, started_at)
+        self._actions = {}       # (place, epoch) -> [labels]
+        self._replaced = {}      # (place, epoch) -> count
+        self._drained = {}       # (pool, address) -> weight before
+        self._weights = {}       # pool -> {address: weight} last seen
+        self._passes = {}        # policy id -> clean owner passes
+        self._owed = {}          # obligation -> (passes, since)
+        self._foreign = {}       # engine id -> target ids others wrote
+        self._ambiguous = {}     # engine id -> target ids, raising write
+        self._user_busy = set()  # root stack ids under a user's update
+        self.pending = []        # violations found inside a step
+        self._writing = None     # engine whose step runs
+        self._write_raised = False
+        self._refreshed = set()
+        self._wrap_database()
+        for pool_id in world.octavia.pools:
+            self._weights[pool_id] = world.octavia.weights(pool_id)
+        self._read()
+        self._map_places()
+        self._flags = self._policy_flags()
+
+    def close(self):
+        for name, original in self._originals.items():
+            setattr(db_api, name, original)
+        self._conn_fairy.close()
+
+    # Hooks into the engines and the database API
+
+    def attach(self, engine):
+        """Check what this engine's tracker reports stored.
+
+        Again after a restart: a new tracker.
+        """
+        tracker = engine.tracker
+        if getattr(tracker, '_checked', False):
+            return
+        tracker._checked = True
+        step, columns = tracker.store_step, tracker.store_columns
+
+        def store_step(target, expect, state, reason, columns=None,
+                       **kwargs):
+            done = step(target, expect, state, reason, columns, **kwargs)
+            if done:
+                self._stored(engine, target, dict(columns or {},
+                                                  state=state))
+            return done
+
+        def store_columns(target, values):
+            done = columns(target, values)
+            if done:
+                self._stored(engine, target, dict(values))
+            return done
+        tracker.store_step = store_step
+        tracker.store_columns = store_columns
+        refresh = engine._refresh
+
+        def _refresh(policies):
+            refresh(policies)
+            self._refreshed.update(p.id for p in policies)
+        engine._refresh = _refresh
+
+    def _stored(self, engine, target, columns):
+        row = self.w.db.real['target_get_rows']([target.id]).get(
+            target.id)
+        wrong = []
+        for name, value in sorted(columns.items()):
+            held = getattr(row, name, None) if row is not None else None
+            if name == 'recovery':
+                same = _json(held) == _json(value)
+            elif isinstance(value, datetime.datetime) or value is None:
+                same = _time(held) == value or (not held and not value)
+            else:
+                same = held == value
+            if not same:
+                wrong.append(name)
+        if row is None or wrong:
+            self.pending.append(
+                'write reported stored is not: %s stored %s of target %s '
+                '(%s) but the row holds otherwise' % (
+                    engine.id, ', '.join(wrong) or 'a row', target.id,
+                    target.server_id))
+
+    def _wrap_database(self):
+        """Which targets an engine's writes raised on (maybe committed)."""
+        self._originals = {}
+        for name in ('target_transition', 'target_store_columns'):
+            original = getattr(db_api, name)
+            self._originals[name] = original
+            setattr(db_api, name, self._watch(name, original))
+
+    def _watch(self, name, original):
+        def call(engine_id, *args, **kwargs):
+            if name == 'target_transition':
+                ids = {c['target']['id'] for c in args[0]}
+            else:
+                ids = {args[0]}
+            ambiguous = self._ambiguous.setdefault(engine_id, set())
+            try:
+                result = original(engine_id, *args, **kwargs)
+            except BaseException:
+                self._write_raised = True
+                ambiguous.update(ids)
+                raise
+            ambiguous.difference_update(ids)
+            return result
+        return call
+
+    # Reading the world
+
+    def _read(self):
+        changes = self._conn.total_changes
+        if changes == self._changes:
+            return False
+        self._changes = changes
+        self.rows = {r[0]: Row(r) for r in
+                     self._conn.execute(_TARGET_SQL).fetchall()}
+        self.policies = {r[0]: PolicyRow(r) for r in
+                         self._conn.execute(_POLICY_SQL).fetchall()}
+        return True
+
+    def _map_places(self):
+        for policy in self.w.policies:
+            for place, found in self.w.heat.places(policy.stack_id).items():
+                self._places[found['server_id']] = (policy.id, place)
+
+    def _policy_flags(self):
+        """Why each policy must not act now, as stored (or None)."""
+        flags = {}
+        for policy in self.w.policies:
+            row = self.policies[policy.id]
+            recovery = (row.spec or {}).get('recovery') or {}
+            why = None
+            if not row.enabled:
+                why = 'disabled'
+            elif row.paused:
+                why = 'paused'
+            elif recovery.get('mode') == 'OBSERVE':
+                why = 'OBSERVE'
+            elif row.suspended:
+                why = 'suspended'
+            elif policy.stack_id in self._user_busy:
+                why = "under a user's stack update"
+            flags[policy.id] = why
+        return flags
+
+    def _allowed(self, policy_id, name):
+        row = self.policies[policy_id]
+        actions = ((row.spec or {}).get('recovery') or {}).get('actions')
+        return not actions or name in {a['name'] for a in actions}
+
+    def _owner(self, policy_id, engine):
+        """The engine holds the policy, by its memory and by the row."""
+        row = self.policies.get(policy_id)
+        return (engine.alive and row is not None and
+                row.engine_id == engine.id and
+                engine.owned.get(policy_id) == row.generation and
+                row.lease is not None and row.lease >= self.w.clock.now())
+
+    def user_update(self, stack_id):
+        self._user_busy.add(stack_id)
+
+    def fault(self):
+        """A fault was injected: liveness bounds count from now."""
+        now = self.w.clock.now()
+        for key in self._owed:
+            self._owed[key] = (self._passes.get(key[1], 0), now)
+
+    # The check
+
+    def before(self, step):
+        self._writing = step.engine
+        self._write_raised = False
+        self._db_hits = len(self.w.db.faults.hits)
+        self._refreshed = set()
+        if step.engine is not None:
+            self.attach(step.engine)
+            self._queue_empty = not step.engine.executor.queue
+
+    def after(self, step):
+        """The violations of the step just taken (one-line messages)."""
+        found, self.pending = list(self.pending), []
+        before = {k: (r.state, r.recovery) for k, r in self.rows.items()}
+        self._read()
+        w = self.w
+        if self._user_busy:
+            w.heat._settle()
+            self._user_busy = {root for root in self._user_busy
+                               if w.heat.stacks[root].status ==
+                               'IN_PROGRESS'}
+        new = self._news()
+        if new['accepted'] or new['refused'] or new['replacements'] or \
+                new['marks'] or new['heat_events'] or new['batches']:
+            self._map_places()
+        self._update_epochs()
+        found += self._check_actions(step, new)
+        found += self._check_issued(new)
+        self._track_drains(new['batches'])
+        found += self._check_concurrency(step, before)
+        if step.engine is not None and step.engine.alive:
+            found += self._check_memory(step.engine)
+            if step.op == 'pass':
+                found += self._check_brake(step.engine)
+        found += self._check_liveness(step)
+        self._flags = self._policy_flags()
+        return found
+
+    def _news(self):
+        w = self.w
+        sources = dict(accepted=w.nova.accepted, refused=w.nova.refused,
+                       marks=w.heat.marks,
+                       updates=w.heat.updates,
+                       replacements=w.heat.replacements,
+                       heat_events=w.heat.events,
+                       batches=w.octavia.batches)
+        new = {}
+        for name, items in sources.items():
+            new[name] = items[self._seen[name]:]
+            self._seen[name] = len(items)
+        new['events'] = []
+        if self._changes is not None:
+            new['events'] = self._conn.execute(
+                _EVENT_SQL, (self._event_marker,)).fetchall()
+            if new['events']:
+                self._event_marker = new['events'][-1][0]
+        return new
+
+    def _update_epochs(self):
+        for row in self.rows.values():
+            recovery = row.recovery or {}
+            if recovery.get('started_at') and recovery.get('stage') != \
+                    'replaced':
+                self._epoch[row.place] = (recovery.get('attempt'),
+                                          recovery['started_at'])
+
+    def _place_of(self, server_id):
+        return self._places.get(server_id, (None, None))
+
+    def _check_actions(self, step, new):
+        found = []
+        refused = set(map(id, new['refused']))
+        for action in new['accepted'] + new['refused']:
+            if action.actor != 'recovery':
+                continue
+            policy_id, place = self._place_of(action.server_id)
+            label = '%s %s%s' % (action.action, action.server_id,
+                                 ' (refused)' if id(action) in refused
+                                 else '')
+            if policy_id is None:
+                found.append('recovery action %s on a server no policy '
+                             'watches' % label)
+                continue
+            key = (place, self._epoch.get(place))
+            done = self._actions.setdefault(key, [])
+            done.append(label)
+            if len(done) > 1:
+                found.append(
+                    'more than one Nova action in attempt %s of %s: %s' % (
+                        key[1], '/'.join(place), ', '.join(done)))
+            name = ACTION_OF.get(action.action, action.action)
+            if not self._allowed(policy_id, name):
+                found.append('recovery action %s (%s) is not among the '
+                             'actions of %s' % (label, name, policy_id))
+            found += self._forbidden(policy_id, 'Nova action ' + label)
+        for mark in new['marks']:
+            if mark.source != 'recovery':
+                continue
+            policy_id, _place = self._place_of(mark.physical_id)
+            found += self._forbidden(policy_id, 'mark CHECK_FAILED of %s' %
+                                     mark.physical_id)
+        for update in new['updates']:
+            if update.kind != 'recovery':
+                continue
+            policy = [p for p in self.w.policies
+                      if p.stack_id == update.stack_id][0]
+            found += self._forbidden(policy.id, 'stack update of %s' %
+                                     update.stack_id)
+            if not self._allowed(policy.id, 'RECREATE'):
+                found.append('stack update by recovery of %s: RECREATE is '
+                             'not among its actions' % policy.id)
+        for replacement in new['replacements']:
+            place = (replacement.stack_id, replacement.resource_name)
+            marks = [m for m in self.w.heat.marks if
+                     (m.stack_id, m.resource_name, m.physical_id) ==
+                     place + (replacement.old,)]
+            # A RECREATE's replacement; a server given up on is marked for
+            # whatever update comes next to replace it.
+            if replacement.outcome != 'replaced' or not marks or \
+                    marks[-1].source != 'recovery' or \
+                    not marks[-1].reason.startswith('RECREATE'):
+                continue
+            key = (place, self._epoch.get(place))
+            self._replaced[key] = self._replaced.get(key, 0) + 1
+            if self._replaced[key] > 1:
+                found.append('server %s replaced twice in attempt %s of %s'
+                             % (replacement.old, key[1], '/'.join(place)))
+        return found
+
+    def _forbidden(self, policy_id, what):
+        why = self._flags.get(policy_id)
+        if why:
+            return ['%s while %s was %s (stored before the step)' % (
+                what, policy_id, why)]
+        return []
+
+    def _check_issued(self, new):
+        servers = {a.server_id for a in new['accepted']
+                   if a.actor == 'recovery'}
+        places = {self._place_of(s)[1] for s in servers}
+        found = []
+        for _id, server_id, _state, reason in new['events']:
+            if ' issued' in (reason or '') and server_id not in servers:
+                found.append('timeline says "%s" of %s but Nova accepted '
+                             'no action of it' % (reason, server_id))
+        for event in new['heat_events']:
+            place = (event.stack_id, event.resource_name)
+            if ' issued' in event.reason and place not in places:
+                found.append('Heat event says "%s" on %s but Nova accepted '
+                             'no action there' % (event.reason,
+                                                  '/'.join(place)))
+        return found
+
+    def _track_drains(self, batches):
+        for batch in batches:
+            last = self._weights.get(batch.pool_id, {})
+            for address, weight in batch.weights.items():
+                key = (batch.pool_id, address)
+                if (batch.actor == 'recovery' and weight == 0 and
+                        last.get(address) and key not in self._drained):
+                    self._drained[key] = last[address]
+            for key in [k for k in self._drained if k[0] == batch.pool_id]:
+                weight = batch.weights.get(key[1])
+                if weight is None or weight == self._drained[key]:
+                    del self._drained[key]
+            self._weights[batch.pool_id] = dict(batch.weights)
+
+    def _check_concurrency(self, step, before):
+        found = []
+        entered = {k for k, r in self.rows.items()
+                   if r.state in ('RECOVERING', 'VERIFYING') and
+                   before.get(k, (None,))[0] not in ('RECOVERING',
+                                                     'VERIFYING')}
+        if not entered:
+            return found
+        for policy in self.w.policies:
+            row = self.policies[policy.id]
+            limit = ((row.spec or {}).get('recovery') or {}).get(
+                'max_concurrent', 1)
+            active = [r for r in self.rows.values()
+                      if r.policy_id == policy.id and
+                      r.state in ('RECOVERING', 'VERIFYING')]
+            if len(active) > limit and entered & {r.id for r in active}:
+                found.append('%d recoveries of %s at once (max_concurrent '
+                             '%d)' % (len(active), policy.id, limit))
+        engine = step.engine
+        if engine is not None:
+            recovering = [r for r in self.rows.values()
+                          if r.state == 'RECOVERING' and
+                          self.policies[r.policy_id].engine_id == engine.id]
+            if (len(recovering) > self.limit and
+                    entered & {r.id for r in recovering}):
+                found.append('%s carries %d recoveries at once '
+                             '(max_concurrent_recoveries %d)' % (
+                                 engine.id, len(recovering), self.limit))
+        return found
+
+    def _excused(self, engine):
+        return (self._foreign.get(engine.id, set()) |
+                self._ambiguous.get(engine.id, set()))
+
+    def _check_memory(self, engine):
+        foreign = self._foreign.setdefault(engine.id, set())
+        refreshed = {r.id for r in self.rows.values()
+                     if r.policy_id in self._refreshed}
+        foreign.difference_update(refreshed)
+        excused = self._excused(engine)
+        tracker = engine.tracker
+        found = []
+        with tracker._lock:
+            targets = list(tracker._targets.values())
+            inflight = set(tracker._inflight)
+        for target in targets:
+            if (target.id in inflight or target.id in excused or
+                    not self._owner(target.policy.id, engine) or
+                    target.policy.generation !=
+                    self.policies[target.policy.id].generation):
+                continue
+            row = self.rows.get(target.id)
+            if row is None or row.server_id != target.server_id:
+                continue
+            mine = (target.state, target.attempts, _json(target.recovery))
+            stored = (row.state, row.attempts, row.recovery)
+            if mine != stored:
+                diff = [n for n, a, b in zip(('state', 'attempts',
+                                              'recovery'), mine, stored)
+                        if a != b]
+                found.append(
+                    'memory of %s differs from the row of target %d (%s): '
+                    '%s; memory %s, stored %s' % (
+                        engine.id, target.id, target.server_id,
+                        ', '.join(diff), _short(mine), _short(stored)))
+        return found
+
+    def foreign_write(self, target_ids):
+        """A user (not an engine) wrote these rows."""
+        for engine in self.w.engines:
+            self._foreign.setdefault(engine.id, set()).update(target_ids)
+
+    def _check_brake(self, engine):
+        if self._write_raised or len(self.w.db.faults.hits) != \
+                self._db_hits:
+            # A write of the pass failed: it is stored at the next one.
+            return []
+        found = []
+        now = self.w.clock.now()
+        excused = self._excused(engine)
+        for policy in engine.tracker.policies():
+            if not self._owner(policy.id, engine):
+                continue
+            rows = [r for r in self.rows.values() if r.policy_id == policy.id]
+            if excused & {r.id for r in rows}:
+                continue
+            spec = policy.spec.recovery
+            if spec.mode == 'OBSERVE':
+                continue
+            blind = engine._blind(policy.id) or engine.loop._nova_error(
+                policy.id, now)
+            computed = planner.brake(rows, spec, now, blind)
+            stored = self.policies[policy.id].braked
+            kind = timeline._brake_kind
+            if kind(stored) != kind(computed and computed[:255]):
+                found.append('stored brake of %s is %r, computed %r' % (
+                    policy.id, _cut(stored), _cut(computed)))
+        return found
+
+    def _check_liveness(self, step):
+        w = self.w
+        now = w.clock.now()
+        engine = step.engine
+        if (step.op == 'pass' and engine is not None and engine.alive and
+                self._queue_empty and not self._faults_pending()):
+            for policy_id in list(engine.owned):
+                if self._owner(policy_id, engine):
+                    self._passes[policy_id] = \
+                        self._passes.get(policy_id, 0) + 1
+        owed = set()
+        by_server = {}
+        for row in self.rows.values():
+            by_server[row.server_id] = row
+        for (pool_id, address), weight in self._drained.items():
+            row = self._row_at(address, by_server)
+            if row is not None and row.state in ('HEALTHY', 'GAVE_UP'):
+                owed.add(('weight', row.policy_id, pool_id, address,
+                          weight, row.id))
+        for stack in w.heat.stacks.values():
+            for rsrc in stack.resources.values():
+                if rsrc.state != ('CHECK', 'FAILED'):
+                    continue
+                marks = [m for m in w.heat.marks if
+                         (m.stack_id, m.resource_name) ==
+                         (stack.id, rsrc.name)]
+                if not marks or marks[-1].source != 'recovery':
+                    continue
+                row = by_server.get(rsrc.physical_id)
+                if row is not None and row.state == 'HEALTHY':
+                    owed.add(('mark', row.policy_id, stack.id, rsrc.name,
+                              rsrc.physical_id, row.id))
+        for key in set(self._owed) - owed:
+            del self._owed[key]
+        found = []
+        for key in owed:
+            passes, since = self._owed.setdefault(
+                key, (self._passes.get(key[1], 0), now))
+            if (self._passes.get(key[1], 0) - passes >= BOUND_PASSES and
+                    now - since >= datetime.timedelta(
+                        seconds=BOUND_SECONDS)):
+                if key[0] == 'weight':
+                    found.append(
+                        'member %s of pool %s still not at weight %s %ds '
+                        'after target %d ended (%d clean passes of its '
+                        'owner)' % (key[3], key[2], key[4],
+                                    (now - since).total_seconds(), key[5],
+                                    BOUND_PASSES))
+                else:
+                    found.append(
+                        'resource %s/%s (%s) still CHECK_FAILED %ds after '
+                        'target %d turned HEALTHY (%d clean passes of its '
+                        'owner)' % (key[2], key[3], key[4],
+                                    (now - since).total_seconds(), key[5],
+                                    BOUND_PASSES))
+        return found
+
+    def _row_at(self, address, by_server):
+        for server in self.w.nova.servers.values():
+            if address in server.addresses:
+                row = by_server.get(server.id)
+                if row is not None:
+                    return row
+                for candidate in self.rows.values():
+                    if (candidate.recovery or {}).get('old_server_id') == \
+                            server.id:
+                        return candidate
+        return None
+
+    def _faults_pending(self):
+        w = self.w
+        return any(f.pending for f in (w.db.faults, w.nova.faults,
+                                       w.nova.list_faults, w.octavia.faults,
+                                       w.heat.faults))
+
+
+def _cut(text, size=60):
+    text = '%s' % (text,)
+    return text if len(text) <= size else text[:size] + '...'
+
+
+def _short(values):
+    state, attempts, recovery = values
+    recovery = recovery or {}
+    return '%s/%s/%s' % (state, attempts, ','.join(
+        '%s=%s' % (k, recovery[k]) for k in ('stage', 'attempt', 'action')
+        if k in recovery) or '-')

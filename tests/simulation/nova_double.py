@@ -1,0 +1,482 @@
+"""Nova as heat-health sees it: servers, their states and the actions.
+
+What it keeps is what real Nova 34 shows (reference/nova-behaviour.md):
+vm_state, task_state and the hypervisor's power state, from which the API's
+status is derived; actions are refused (409) while a task is set (except a
+hard reboot from some tasks, and a delete), on a locked server, or from a
+vm_state Nova does not allow them from; an accepted action sets its task
+and settles after some virtual time. Faults happen behind Nova's back and
+look as they do on a real cloud: a guest that shuts down is stopped by
+Nova's power sync (SHUTOFF), one paused by the hypervisor stays ACTIVE with
+power state 3, a vanished guest stays ACTIVE with power state 0.
+
+``client(actor)`` gives a python-novaclient lookalike (``servers.get``,
+``reboot``, ``rebuild``, ``start``, ``stop``, ``unpause``, ``resume``,
+``delete``, ``force_delete``) raising novaclient's exceptions, so the real
+NovaActions adapter sorts the answers; ``listing()`` gives what the status
+poller's NovaAdapter would. Every accepted action is recorded, with the
+actor that asked for it.
+"""
+
+import collections
+import datetime
+
+from keystoneauth1 import exceptions as ks_exc
+from novaclient import exceptions as nova_exc
+
+from heat_health.common import nova_adapter
+from tests.simulation import faults as faults_mod
+
+# Power states by Nova's integers.
+NOSTATE, RUNNING, PAUSED, SHUTDOWN, CRASHED, SUSPENDED = 0, 1, 3, 4, 6, 7
+
+# Task states from which Nova accepts a hard reboot (ALLOW_REBOOT).
+_HARD_REBOOT_TASKS = frozenset([
+    None, 'rebooting', 'reboot_pending', 'reboot_started', 'rebooting_hard',
+    'pausing', 'unpausing', 'suspending', 'resuming'])
+
+# The API's status for a vm_state, and the tasks that show otherwise.
+_STATUS = {'active': 'ACTIVE', 'stopped': 'SHUTOFF', 'paused': 'PAUSED',
+           'suspended': 'SUSPENDED', 'error': 'ERROR', 'building': 'BUILD',
+           'deleted': 'DELETED', 'soft-delete': 'SOFT_DELETED',
+           'rescued': 'RESCUE'}
+_TASK_STATUS = {'rebooting': 'REBOOT', 'reboot_pending': 'REBOOT',
+                'reboot_started': 'REBOOT', 'rebooting_hard': 'HARD_REBOOT',
+                'reboot_pending_hard': 'HARD_REBOOT',
+                'reboot_started_hard': 'HARD_REBOOT',
+                'rebuilding': 'REBUILD', 'rebuild_spawning': 'REBUILD'}
+
+# Virtual seconds an accepted action takes.
+DURATIONS = {'reboot': 4, 'start': 3, 'stop': 3, 'unpause': 1, 'resume': 2,
+             'rebuild': 8, 'delete': 2, 'force_delete': 1, 'build': 5,
+             'suspend': 2}
+# Nova's power sync after a lifecycle event (SHUTOFF) and the periodic one
+# (a crashed guest).
+SYNC_SECONDS = 1
+PERIODIC_SYNC_SECONDS = 8
+
+# How a guest can break behind Nova's back (and a few states reached
+# through Nova's API by someone else, to exercise every action).
+BREAKS = ('SHUTOFF', 'CRASHED', 'GUEST_PAUSED', 'VANISHED', 'PAUSED',
+          'SUSPENDED', 'ERROR', 'STUCK', 'GONE')
+
+Accepted = collections.namedtuple('Accepted', ['at', 'server_id', 'action',
+                                               'detail', 'actor'])
+
+
+class Server(object):
+    __slots__ = ('id', 'name', 'image', 'addresses', 'vm_state',
+                 'task_state', 'power_state', 'locked', 'updated', 'deleted',
+                 'settle_at', 'settled')
+
+    def __init__(self, server_id, name, image, addresses, now):
+        self.id = server_id
+        self.name = name
+        self.image = image
+        self.addresses = list(addresses)
+        self.vm_state = 'building'
+        self.task_state = 'spawning'
+        self.power_state = NOSTATE
+        self.locked = False
+        self.updated = now
+        self.deleted = False
+        self.settle_at = None    # when the task under way ends
+        self.settled = None      # {field: value} it ends with
+
+    @property
+    def status(self):
+        if self.deleted:
+            return 'DELETED'
+        return (_TASK_STATUS.get(self.task_state) or
+                _STATUS.get(self.vm_state, 'UNKNOWN'))
+
+    def to_dict(self):
+        return {'id': self.id, 'name': self.name, 'status': self.status,
+                'OS-EXT-STS:vm_state': self.vm_state,
+                'OS-EXT-STS:task_state': self.task_state,
+                'OS-EXT-STS:power_state': self.power_state,
+                'image': {'id': self.image} if self.image else '',
+                'locked': self.locked,
+                'addresses': {'net': [{'addr': a} for a in self.addresses]},
+                'updated': self.updated.strftime('%Y-%m-%dT%H:%M:%SZ')}
+
+
+def _conflict(server, action, why=None):
+    return nova_exc.Conflict(409, why or (
+        "Cannot '%s' instance %s while it is in vm_state %s, task_state %s"
+        % (action, server.id, server.vm_state, server.task_state)))
+
+
+def error(kind='error'):
+    """An exception as a failing Nova API raises it (for Faults.add).
+
+    ``error`` 500, ``unavailable`` 503, ``timeout`` (no answer).
+    """
+    if kind == 'timeout':
+        return ks_exc.ConnectTimeout('Request to nova timed out')
+    code = {'error': 500, 'unavailable': 503}[kind]
+    return nova_exc.ClientException(code, 'injected Nova failure',
+                                    request_id='req-injected')
+
+
+class NovaDouble(object):
+    """The compute service of the world."""
+
+    def __init__(self, clock):
+        self._clock = clock
+        self.servers = {}          # id -> Server (deleted ones kept)
+        self.accepted = []         # [Accepted]
+        self.refused = []          # [Accepted] of the actions refused (409)
+        self.faults = faults_mod.Faults()        # the clients' calls
+        self.list_faults = faults_mod.Faults()   # the admin listings
+        self._count = 0
+
+    # Time
+
+    def _settle(self, server):
+        if server.settle_at is not None and server.settle_at <= \
+                self._clock():
+            for field, value in server.settled.items():
+                setattr(server, field, value)
+            server.updated = server.settle_at
+            server.settle_at = server.settled = None
+
+    def _busy(self, server, task, seconds, **then):
+        now = self._clock()
+        server.task_state = task
+        server.updated = now
+        server.settle_at = now + _seconds(seconds)
+        server.settled = dict(then, task_state=None)
+
+    def _set(self, server, **values):
+        """A change that ends whatever was under way."""
+        for field, value in values.items():
+            setattr(server, field, value)
+        server.updated = self._clock()
+        server.settle_at = server.settled = None
+
+    def find(self, server_id):
+        """The server, settled to now; None if Nova never had it."""
+        server = self.servers.get(server_id)
+        if server is not None:
+            self._settle(server)
+        return server
+
+    def _live(self, server_id):
+        server = self.find(server_id)
+        if server is None or server.deleted:
+            raise nova_exc.NotFound(404, 'Instance %s could not be found.'
+                                    % server_id)
+        return server
+
+    # Made by Heat (not recovery actions)
+
+    def create(self, name, image, addresses, build_seconds=None):
+        """A new server, BUILD until it boots."""
+        self._count += 1
+        server_id = 'srv-%04d' % self._count
+        server = Server(server_id, name, image, addresses, self._clock())
+        self.servers[server_id] = server
+        self._busy(server, 'spawning', DURATIONS['build'] if
+                   build_seconds is None else build_seconds,
+                   vm_state='active', power_state=RUNNING)
+        return server_id
+
+    def delete_now(self, server_id):
+        """Heat's delete of a replaced server (settles at once)."""
+        server = self.find(server_id)
+        if server is not None and not server.deleted:
+            self._set(server, deleted=True, vm_state='deleted',
+                      task_state=None, power_state=NOSTATE)
+            self.accepted.append(Accepted(self._clock(), server_id,
+                                          'delete', None, 'heat'))
+
+    def suspend_now(self, server_id):
+        server = self.find(server_id)
+        if server is not None and not server.deleted:
+            self._set(server, vm_state='suspended', task_state=None,
+                      power_state=SUSPENDED)
+            self.accepted.append(Accepted(self._clock(), server_id,
+                                          'suspend', None, 'heat'))
+
+    def resume_now(self, server_id):
+        server = self.find(server_id)
+        if server is not None and server.vm_state == 'suspended':
+            self._set(server, vm_state='active', task_state=None,
+                      power_state=RUNNING)
+            self.accepted.append(Accepted(self._clock(), server_id,
+                                          'resume', None, 'heat'))
+
+    # Faults behind Nova's back
+
+    def break_server(self, server_id, how, task='rebooting', power=None):
+        """The guest breaks; Nova shows it as a real Nova would.
+
+        SHUTOFF (guest shut down; Nova's power sync stops it), CRASHED
+        (stopped by the periodic sync), GUEST_PAUSED (ACTIVE, power 3),
+        VANISHED (ACTIVE, power 0), PAUSED / SUSPENDED (paused or
+        suspended through Nova's API by someone), ERROR, STUCK (``task``
+        for ever: nova-compute died mid-operation) and GONE (deleted).
+        """
+        server = self._live(server_id)
+        now = self._clock()
+        if how == 'SHUTOFF':
+            self._set(server, power_state=SHUTDOWN)
+            server.task_state = 'powering-off'
+            server.settle_at = now + _seconds(SYNC_SECONDS)
+            server.settled = {'vm_state': 'stopped', 'task_state': None}
+        elif how == 'CRASHED':
+            self._set(server, power_state=CRASHED)
+            server.settle_at = now + _seconds(PERIODIC_SYNC_SECONDS)
+            server.settled = {'vm_state': 'stopped', 'power_state': SHUTDOWN}
+        elif how == 'GUEST_PAUSED':
+            self._set(server, power_state=PAUSED)
+        elif how == 'VANISHED':
+            self._set(server, power_state=NOSTATE)
+        elif how == 'PAUSED':
+            self._set(server, vm_state='paused', task_state=None,
+                      power_state=PAUSED)
+        elif how == 'SUSPENDED':
+            self._set(server, vm_state='suspended', task_state=None,
+                      power_state=SUSPENDED)
+        elif how == 'ERROR':
+            self._set(server, vm_state='error', task_state=None,
+                      power_state=SHUTDOWN if power is None else power)
+        elif how == 'STUCK':
+            self._set(server, task_state=task,
+                      power_state=server.power_state if power is None
+                      else power)
+        elif how == 'GONE':
+            self._set(server, deleted=True, vm_state='deleted',
+                      task_state=None, power_state=NOSTATE)
+        else:
+            raise ValueError('%s is not one of %s' % (how, BREAKS))
+
+    def heal(self, server_id):
+        """The fault clears by itself: the guest runs, no task."""
+        server = self._live(server_id)
+        self._set(server, vm_state='active', task_state=None,
+                  power_state=RUNNING)
+
+    def lock(self, server_id, locked=True):
+        self._live(server_id).locked = locked
+
+    # The API, as a stack owner's novaclient reaches it
+
+    def client(self, actor='recovery'):
+        return _Client(self, actor)
+
+    def _call(self, actor, call, server_id, *args):
+        self.faults.check(faults_mod.BEFORE, call, server_id)
+        try:
+            result = getattr(self, '_api_' + call)(actor, server_id, *args)
+        except nova_exc.Conflict:
+            if call != 'get':
+                # Sent all the same: an action asked for twice shows here.
+                self.refused.append(Accepted(self._clock(), server_id, call,
+                                             args[0] if args else None,
+                                             actor))
+            raise
+        self.faults.check(faults_mod.AFTER, call, server_id)
+        return result
+
+    def _accept(self, actor, server, action, detail=None):
+        self.accepted.append(Accepted(self._clock(), server.id, action,
+                                      detail, actor))
+
+    def _api_get(self, actor, server_id):
+        return _Resource(self._live(server_id).to_dict())
+
+    def _check(self, server, action, vm_states, tasks=(None,)):
+        if server.locked:
+            raise _conflict(server, action, 'Instance %s is locked' %
+                            server.id)
+        if server.task_state not in tasks or server.vm_state not in \
+                vm_states:
+            raise _conflict(server, action)
+
+    def _api_reboot(self, actor, server_id, kind='SOFT'):
+        server = self._live(server_id)
+        if kind == 'HARD':
+            self._check(server, 'reboot', ('active', 'stopped', 'paused',
+                                           'suspended', 'error'),
+                        _HARD_REBOOT_TASKS)
+        else:
+            self._check(server, 'reboot', ('active',))
+        self._accept(actor, server, 'reboot', kind)
+        self._busy(server, 'rebooting_hard' if kind == 'HARD' else
+                   'rebooting', DURATIONS['reboot'], vm_state='active',
+                   power_state=RUNNING)
+
+    def _api_rebuild(self, actor, server_id, image):
+        server = self._live(server_id)
+        self._check(server, 'rebuild', ('active', 'stopped', 'error'))
+        if not server.image:
+            raise _conflict(server, 'rebuild', 'Server %s boots from a '
+                            'volume: no image to rebuild with' % server.id)
+        self._accept(actor, server, 'rebuild', image)
+        stopped = server.vm_state == 'stopped'
+        self._busy(server, 'rebuilding', DURATIONS['rebuild'],
+                   vm_state='stopped' if stopped else 'active',
+                   power_state=SHUTDOWN if stopped else RUNNING)
+
+    def _api_start(self, actor, server_id):
+        server = self._live(server_id)
+        self._check(server, 'start', ('stopped',))
+        self._accept(actor, server, 'start')
+        self._busy(server, 'powering-on', DURATIONS['start'],
+                   vm_state='active', power_state=RUNNING)
+
+    def _api_stop(self, actor, server_id):
+        server = self._live(server_id)
+        self._check(server, 'stop', ('active', 'error', 'rescued'))
+        self._accept(actor, server, 'stop')
+        if server.power_state == NOSTATE:
+            # The driver cannot find the guest: the task is reverted.
+            self._busy(server, 'powering-off', DURATIONS['stop'])
+        else:
+            self._busy(server, 'powering-off', DURATIONS['stop'],
+                       vm_state='stopped', power_state=SHUTDOWN)
+
+    def _api_unpause(self, actor, server_id):
+        server = self._live(server_id)
+        self._check(server, 'unpause', ('paused',))
+        self._accept(actor, server, 'unpause')
+        self._busy(server, 'unpausing', DURATIONS['unpause'],
+                   vm_state='active', power_state=RUNNING)
+
+    def _api_resume(self, actor, server_id):
+        server = self._live(server_id)
+        self._check(server, 'resume', ('suspended',))
+        self._accept(actor, server, 'resume')
+        self._busy(server, 'resuming', DURATIONS['resume'],
+                   vm_state='active', power_state=RUNNING)
+
+    def _api_delete(self, actor, server_id):
+        server = self._live(server_id)
+        if server.locked:
+            raise _conflict(server, 'delete', 'Instance %s is locked' %
+                            server.id)
+        self._accept(actor, server, 'delete')
+        self._busy(server, 'deleting', DURATIONS['delete'], deleted=True,
+                   vm_state='deleted', power_state=NOSTATE)
+
+    def _api_force_delete(self, actor, server_id):
+        server = self._live(server_id)
+        self._check(server, 'forceDelete', ('soft-delete',),
+                    (None, 'deleting'))
+        self._accept(actor, server, 'force_delete')
+        self._set(server, deleted=True, vm_state='deleted', task_state=None,
+                  power_state=NOSTATE)
+
+    # The admin listings of the status poller
+
+    def listing(self):
+        """A NovaAdapter lookalike over this Nova (its own faults)."""
+        return _Listing(self)
+
+    def _listed(self, call, keep):
+        try:
+            self.list_faults.check(faults_mod.BEFORE, call)
+        except faults_mod.Crash:
+            raise
+        except Exception as e:
+            raise nova_adapter.NovaUnavailable('%s: %s' % (
+                type(e).__name__, e))
+        found = {}
+        for server in sorted(self.servers.values(), key=lambda s: s.id):
+            self._settle(server)
+            if keep(server):
+                found[server.id] = nova_adapter.Server(
+                    server.status, list(server.addresses), server.name,
+                    server.task_state, server.updated)
+        return found
+
+
+def _seconds(value):
+    return datetime.timedelta(seconds=value)
+
+
+class _Resource(object):
+    """What novaclient's servers.get returns, as far as it is read."""
+
+    def __init__(self, info):
+        self._info = info
+        self.id = info['id']
+        self.status = info['status']
+
+    def to_dict(self):
+        return dict(self._info)
+
+
+class _Servers(object):
+    def __init__(self, nova, actor):
+        self._nova = nova
+        self._actor = actor
+
+    def _do(self, call, server, *args):
+        server_id = getattr(server, 'id', server)
+        return self._nova._call(self._actor, call, server_id, *args)
+
+    def get(self, server):
+        return self._do('get', server)
+
+    def reboot(self, server, reboot_type='SOFT'):
+        return self._do('reboot', server, reboot_type)
+
+    def rebuild(self, server, image, **kwargs):
+        return self._do('rebuild', server, getattr(image, 'id', image))
+
+    def start(self, server):
+        return self._do('start', server)
+
+    def stop(self, server):
+        return self._do('stop', server)
+
+    def unpause(self, server):
+        return self._do('unpause', server)
+
+    def resume(self, server):
+        return self._do('resume', server)
+
+    def delete(self, server):
+        return self._do('delete', server)
+
+    def force_delete(self, server):
+        return self._do('force_delete', server)
+
+
+class _Client(object):
+    """A python-novaclient Client, as far as NovaActions uses one."""
+
+    def __init__(self, nova, actor):
+        self.servers = _Servers(nova, actor)
+
+
+class _Listing(object):
+    """NovaAdapter's interface (list_changed, list_all, ...)."""
+
+    def __init__(self, nova):
+        self._nova = nova
+        self.requests = 0
+
+    def list_changed(self, since):
+        self.requests += 1
+        return self._nova._listed('list_changed',
+                                  lambda s: s.updated >= since)
+
+    def list_all(self):
+        self.requests += 1
+        return self._nova._listed('list_all', lambda s: not s.deleted)
+
+    def list_by_ids(self, server_ids):
+        self.requests += 1
+        wanted = set(server_ids)
+        return self._nova._listed(
+            'list_by_ids', lambda s: s.id in wanted and not s.deleted)
+
+    def list_page(self, marker=None):
+        self.requests += 1
+        return nova_adapter.Page(self._nova._listed(
+            'list_page', lambda s: not s.deleted and
+            (marker is None or s.id > marker)), None)

@@ -1,0 +1,340 @@
+"""A deterministic world for the acting core: engines, doubles, faults.
+
+One virtual clock, one sqlite database made by our migrations, doubles of
+Nova, Octavia and Heat that behave as the real services do, health
+policies registered as the resource plugin leaves them, and N engines
+running the real Tracker, RecoveryLoop and Drainer. Nothing runs unless
+the world is told: a script (or a seeded explorer) drives it step by step,
+and nothing depends on wall time, threads or randomness it did not seed.
+
+Example::
+
+    w = World(engines=2, servers=3, pool=True)
+    try:
+        e = w.engines[0]
+        e.tick()                     # claims the policy, stores its targets
+        w.advance(21)                # past their grace (20 s)
+        w.break_server(0, 'SHUTOFF')
+        w.advance(2)                 # Nova's power sync: SHUTOFF
+        e.tick()                     # polls: UNHEALTHY stored
+        e.recovery_pass()            # queues the recovery steps
+        e.steps                      # ['Start srv-0001']
+        w.crash_at('nova', 'start', phase=faults.AFTER)
+        e.run_step(0)                # drains, START accepted, kill -9
+        w.advance(w.lease_seconds + 1)
+        w.engines[1].tick()          # takes the policy over
+        w.run(60)                    # every live engine, a second a step
+    finally:
+        w.close()
+
+Only one World may be open at a time: it owns timeutils' override and the
+database API's transaction factory until ``close``.
+"""
+
+import copy
+import inspect
+
+from heat_health.engine.monitor import observation as obs
+from tests.simulation import clock as clock_mod
+from tests.simulation import database
+from tests.simulation import engine as engine_mod
+from tests.simulation import faults as faults_mod
+from tests.simulation import heat_double
+from tests.simulation import nova_double
+from tests.simulation import octavia_double
+
+DEFAULT_POLICY = {
+    'detection': {
+        'interval': 5,
+        'node_update_timeout': 20,
+        'recovery_conditional': 'ANY_FAILED',
+        'detection_modes': [{'type': obs.NODE_STATUS_POLLING,
+                             'options': {}}]},
+    'recovery': {'max_concurrent': 1},
+    'enabled': True,
+}
+
+
+class WouldBlock(Exception):
+    """A virtual sleep the world was told not to let pass."""
+
+
+class Policy(object):
+    """A registered policy of the world and the stack it watches."""
+
+    def __init__(self, policy_id, stack_id, spec):
+        self.id = policy_id
+        self.stack_id = stack_id
+        self.spec = spec
+
+
+def _merged(overrides):
+    spec = copy.deepcopy(DEFAULT_POLICY)
+    for key, value in (overrides or {}).items():
+        if isinstance(value, dict) and isinstance(spec.get(key), dict):
+            spec[key].update(copy.deepcopy(value))
+        else:
+            spec[key] = copy.deepcopy(value)
+    return spec
+
+
+class World(object):
+    """See the module's docstring.
+
+    :param engines: how many engines (ids engine-0, engine-1...).
+    :param policy: overrides of DEFAULT_POLICY's ``detection``,
+        ``recovery`` (merged key by key) and ``enabled``.
+    :param servers: servers of each policy's stack.
+    :param pool: put each stack's servers behind an Octavia pool.
+    :param policies: how many policies, each with a stack of its own.
+    :param nested: servers in a ResourceGroup's nested stack (path
+        ``group/N``), else in the root stack.
+    :param drain_sleep: ``advance`` (a virtual sleep moves the clock) or
+        ``raise`` (WouldBlock: the step cannot wait).
+    """
+
+    def __init__(self, engines=1, policy=None, servers=3, pool=True,
+                 policies=1, nested=True, seed=0, lease_seconds=30,
+                 weight=1, drain_sleep='advance'):
+        self.clock = clock_mod.VirtualClock()
+        self.trace = []
+        self.lease_seconds = lease_seconds
+        self.drain_sleep = drain_sleep
+        self.ring = {}          # policy id -> engine id the ring names
+        self.members = None     # live engine ids; None: leases decide
+        self.db = None
+        try:
+            self.db = database.Database()
+            self.nova = nova_double.NovaDouble(self.clock)
+            self.octavia = octavia_double.OctaviaDouble(self.clock)
+            self.heat = heat_double.HeatDouble(self.clock, self.nova,
+                                               self.octavia)
+            self.policies = [self._add_policy(i, policy, servers, pool,
+                                              nested, weight)
+                             for i in range(policies)]
+            self.engines = [engine_mod.Engine(self, 'engine-%d' % i, seed + i)
+                            for i in range(engines)]
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self):
+        if self.db is not None:
+            self.db.close()
+            self.db = None
+        self.clock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # Set-up
+
+    def _add_policy(self, index, overrides, servers, pool, nested, weight):
+        stack_id, names = self.heat.create_stack(
+            'p%d' % index, servers, nested=nested, pool=pool, weight=weight)
+        spec = _merged(overrides)
+        enabled = bool(spec.pop('enabled', True))
+        spec['targets'] = names
+        spec['enabled'] = enabled
+        policy_id = 'policy-%d' % index
+        self.db.real['policy_create_or_update']({
+            'id': policy_id, 'stack_id': stack_id, 'resource_name': 'health',
+            'project_id': 'project-1', 'user_id': 'user-1', 'spec': spec,
+            'enabled': enabled})
+        return Policy(policy_id, stack_id, spec)
+
+    # Time and the trace
+
+    def note(self, text):
+        self.trace.append((self.clock.seconds(), text))
+
+    def advance(self, seconds):
+        self.clock.advance(seconds)
+        self.note('advance %ss' % seconds)
+
+    def sleep(self, seconds):
+        """The Drainer's sleep."""
+        if self.drain_sleep == 'raise':
+            raise WouldBlock('a step would wait %ss' % seconds)
+        self.clock.advance(seconds)
+
+    def run(self, seconds, step=1.0):
+        """Every live engine ticks, plans and runs its steps, each step."""
+        end = self.clock.seconds() + seconds
+        while self.clock.seconds() < end:
+            for engine in self.engines:
+                if engine.alive:
+                    engine.tick()
+                if engine.alive:
+                    engine.recovery_pass()
+                if engine.alive:
+                    engine.run_steps()
+            self.clock.advance(step)
+
+    def run_until(self, done, seconds=120):
+        """``run`` a second at a time until ``done()``; fails if never."""
+        for _second in range(seconds):
+            if done():
+                return
+            self.run(1)
+        assert done(), self.trace[-10:]
+
+    # Engines and ownership
+
+    def ring_owner(self, engine_id):
+        """The claim's ring, as this engine sees it.
+
+        The world's choice where it made one; elsewhere every engine wants
+        every policy, as without a coordination backend.
+        """
+        return lambda policy_id: self.ring.get(policy_id, engine_id)
+
+    def assign(self, policy, engine):
+        """The ring moves a policy to an engine (index or id)."""
+        engine_id = (self.engines[engine].id if isinstance(engine, int)
+                     else engine)
+        self.ring[self._policy(policy).id] = engine_id
+        self.note('ring: %s -> %s' % (self._policy(policy).id, engine_id))
+
+    def owner(self, policy=0):
+        """(engine id, generation) stored for the policy."""
+        row = self.db.real['policy_get'](self._policy(policy).id)
+        return row.engine_id, row.generation
+
+    # Looking at the world
+
+    def _policy(self, policy):
+        return self.policies[policy] if isinstance(policy, int) else \
+            [p for p in self.policies if p.id == policy][0]
+
+    def places(self, policy=0):
+        """[(stack id, resource name)] of the policy's servers, by path."""
+        found = self.heat.places(self._policy(policy).stack_id)
+        return sorted(found, key=lambda place: found[place]['path'])
+
+    def server_id(self, index, policy=0):
+        """The id of the server at the index-th place now."""
+        found = self.heat.places(self._policy(policy).stack_id)
+        return found[self.places(policy)[index]]['server_id']
+
+    def server(self, index, policy=0):
+        """The Nova double's record of that server."""
+        return self.nova.find(self.server_id(index, policy))
+
+    def targets(self, policy=0):
+        """The stored target rows of the policy, by path."""
+        policy_id = self._policy(policy).id
+        return self.db.real['target_get_all']([policy_id])[policy_id]
+
+    def state(self, index, policy=0):
+        """The stored state of the index-th place's target."""
+        place = self.places(policy)[index]
+        return [t.state for t in self.targets(policy)
+                if (t.stack_id, t.resource_name) == place][0]
+
+    def weights(self, policy=0):
+        """{address: weight} of the policy's pool members now."""
+        spec = self.heat.lb_specs(self._policy(policy).stack_id)[0]
+        return self.octavia.weights(spec['pool_id'])
+
+    def accepted(self, actor='recovery'):
+        """Nova actions accepted from ``actor`` (recovery: the engines)."""
+        return [a for a in self.nova.accepted if a.actor == actor]
+
+    # Faults
+
+    def break_server(self, index, how, policy=0, **kwargs):
+        server_id = self.server_id(index, policy)
+        self.nova.break_server(server_id, how, **kwargs)
+        self.note('server %s breaks: %s' % (server_id, how))
+
+    def heal_server(self, index, policy=0):
+        server_id = self.server_id(index, policy)
+        self.nova.heal(server_id)
+        self.note('server %s heals by itself' % server_id)
+
+    def lock_server(self, index, locked=True, policy=0):
+        self.nova.lock(self.server_id(index, policy), locked)
+        self.note('server %d locked: %s' % (index, locked))
+
+    def fail_writes(self, count=1, calls=database.WRITES, committed=False):
+        """The next ``count`` database writes fail (see Database.fail)."""
+        self.db.fail(count, calls, committed)
+        self.note('next %d writes fail (committed=%s)' % (count, committed))
+
+    def crash_at(self, double, call, key=None, phase=faults_mod.BEFORE):
+        """kill -9 of whichever engine makes this call next.
+
+        :param double: 'nova', 'octavia', 'heat' or 'db'.
+        """
+        target = {'nova': self.nova.faults, 'octavia': self.octavia.faults,
+                  'heat': self.heat.faults, 'db': self.db.faults}[double]
+        target.crash(call, key, phase)
+        self.note('crash at %s.%s (%s)' % (double, call, phase))
+
+    # Users and operators
+
+    def user_update(self, policy=0, seconds=None, touching=()):
+        """A user's stack update, touching the places at these indexes."""
+        places = self.places(policy)
+        self.heat.user_update(self._policy(policy).stack_id, seconds,
+                              [places[i] for i in touching])
+        self.note('user updates stack of %s' % self._policy(policy).id)
+
+    def suspend_stack(self, policy=0):
+        """Heat suspends the policy resource first, then the servers."""
+        found = self._policy(policy)
+        self.db.real['policy_set_suspended'](found.id, True, 0)
+        self.heat.suspend(found.stack_id)
+        self.note('stack of %s suspended' % found.id)
+
+    def resume_stack(self, policy=0):
+        """Servers resumed first, then the policy resource (its grace)."""
+        found = self._policy(policy)
+        self.heat.resume(found.stack_id)
+        grace = found.spec['detection'].get('node_update_timeout') or 0
+        self.db.real['policy_set_suspended'](found.id, False, grace)
+        self.note('stack of %s resumed' % found.id)
+
+    def pause(self, policy=0, reason=None):
+        self.db.real['policy_set_paused']([self._policy(policy).id], True,
+                                          'operator', reason)
+        self.note('%s paused' % self._policy(policy).id)
+
+    def unpause(self, policy=0):
+        self.db.real['policy_set_paused']([self._policy(policy).id], False,
+                                          'operator')
+        self.note('%s resumed by the operator' % self._policy(policy).id)
+
+    def set_enabled(self, enabled, policy=0):
+        """The template's maintenance switch, re-registered.
+
+        As the engine's endpoint registers it: enabled again, its targets
+        get the grace (where the database API takes one).
+        """
+        found = self._policy(policy)
+        found.spec['enabled'] = enabled
+        register = self.db.real['policy_create_or_update']
+        args = [{'id': found.id, 'spec': copy.deepcopy(found.spec),
+                 'enabled': enabled}]
+        if 'grace_seconds' in inspect.signature(register).parameters:
+            args.append(found.spec['detection'].get('node_update_timeout')
+                        or 0)
+        register(*args)
+        self.note('%s enabled: %s' % (found.id, enabled))
+
+    def mark_healthy(self, index, policy=0, reason='marked healthy'):
+        """A user's ``mark_unhealthy: false`` on the index-th place."""
+        stack_id, name = self.places(policy)[index]
+        self.heat.set_check_failed(stack_id, name, False, reason=reason)
+        self.db.real['target_reset'](stack_id, name, reason)
+        self.note('user marks %s/%s healthy' % (stack_id, name))
+
+    def mark_unhealthy(self, index, policy=0, reason='marked unhealthy'):
+        """A user's ``mark_unhealthy: true``: CHECK_FAILED in Heat."""
+        stack_id, name = self.places(policy)[index]
+        self.heat.set_check_failed(stack_id, name, True, reason=reason)
+        self.note('user marks %s/%s unhealthy' % (stack_id, name))

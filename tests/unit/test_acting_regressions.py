@@ -1,0 +1,441 @@
+"""Regressions of the acting core, each replayed in the simulation world.
+
+One test per defect once found in the acting core: each drives the real
+tracker, recovery loop, drainer and replacer through the world step by
+step, and asserts what the stack's owner would notice: a Nova action sent
+twice, a member left at weight 0, a healthy server replaced or rebooted,
+a brake that never ends, a timeline that tells what did not happen.
+"""
+
+
+from heat_health.engine.monitor import observation as obs
+from tests.simulation import database
+from tests.simulation import faults
+from tests.simulation import heat_double
+from tests.simulation import world as world_mod
+
+# The world's node_update_timeout: the grace after a create or update,
+# and the time an action is given to heal before the next rung.
+GRACE = VERIFY = 20
+NO_JITTER = {'backoff_jitter': 0}
+
+
+# Driving the world
+
+
+def _watching(w):
+    """Every engine ticks (the first claims the policy); grace over."""
+    for engine in w.engines:
+        engine.tick()
+    w.advance(GRACE + 1)
+
+
+def _fails(w, index, how='SHUTOFF', engine=0):
+    """The server breaks; the engine's next tick stores UNHEALTHY."""
+    w.break_server(index, how)
+    w.advance(2)
+    w.engines[engine].tick()
+    assert w.state(index) == 'UNHEALTHY'
+
+
+def _recovery_pass(engine):
+    """One pass of the engine's recovery loop, its steps carried out."""
+    engine.recovery_pass()
+    engine.run_steps()
+
+
+def _stops_again(w, index):
+    """START did not heal it: the guest shuts down again once started."""
+    w.advance(4)
+    w.break_server(index, 'SHUTOFF')
+
+
+def _given_up(w, index, max_attempts=1):
+    """The server stops, locked: Nova refuses every action; given up."""
+    w.lock_server(index)
+    w.break_server(index, 'SHUTOFF')
+    w.run_until(lambda: w.state(index) == 'GAVE_UP')
+    assert _row(w, index).attempts == max_attempts
+
+
+def _taken_over(w, engine=1):
+    """The owner's lease runs out; the other engine takes the policy."""
+    w.advance(w.lease_seconds + 1)
+    w.engines[engine].tick()
+    assert w.owner()[0] == w.engines[engine].id
+
+
+def _slow_drain(w, meanwhile):
+    """Octavia is slow with recovery's first weight change.
+
+    ``meanwhile()`` happens while the request is on its way.
+    """
+    apply = w.octavia.apply
+    pending = [meanwhile]
+
+    def slow(pool_id, members, actor, *args, **kwargs):
+        if actor == 'recovery' and pending:
+            pending.pop()()
+        return apply(pool_id, members, actor, *args, **kwargs)
+    w.octavia.apply = slow
+
+
+def _seen(w, index, verdict, reason, source=obs.LIFECYCLE_EVENTS,
+          engine=0):
+    """A detector's verdict on the server reaches the engine's tracker.
+
+    A Nova notification (by default) or the server's health URL.
+    """
+    w.engines[engine].tracker.observe(obs.Observation(
+        w.server_id(index), verdict, reason, source, w.clock.now()))
+
+
+# What a user sees
+
+
+def _nova(w, index=None):
+    """[(action, detail)] Nova accepted from recovery (of one server)."""
+    server_id = None if index is None else w.server_id(index)
+    return [(a.action, a.detail) for a in w.accepted()
+            if server_id in (None, a.server_id)]
+
+
+def _row(w, index):
+    """The stored target of the index-th place (the report's line)."""
+    place = w.places()[index]
+    return [t for t in w.targets()
+            if (t.stack_id, t.resource_name) == place][0]
+
+
+def _braked(w):
+    """Why the policy is braked, as stored and reported, or None."""
+    return w.db.real['policy_get'](w.policies[0].id).braked
+
+
+def _timeline(w, new_state):
+    """Reasons of the policy's timeline rows of that kind, oldest first."""
+    rows = w.db.real['event_get_recent']([w.policies[0].id], limit=500)
+    return [r.reason for r in reversed(rows) if r.new_state == new_state]
+
+
+# The regressions
+
+
+def test_a_member_drained_by_attempt_one_gets_its_weight_back_after_two(
+        make_world):
+    """START drains the member and does not heal; REBOOT does: weight back.
+
+    The second attempt finds the member at weight 0 and still gives back
+    the weight the first one took away.
+    """
+    w = make_world(servers=3, pool=True, weight=5)
+    _watching(w)
+    address = w.server(0).addresses[0]
+    _fails(w, 0)
+    _recovery_pass(w.engines[0])
+    assert w.weights()[address] == 0
+    _stops_again(w, 0)
+    w.run_until(lambda: w.state(0) == 'HEALTHY')
+    assert _nova(w) == [('start', None), ('reboot', 'HARD')]
+    w.run(10)
+    assert w.weights()[address] == 5
+
+
+def test_a_reboot_during_a_takeover_is_sent_once_and_the_weight_comes_back(
+        make_world):
+    """The owner stalls while draining and loses the policy: one REBOOT.
+
+    The new owner carries the stored attempt on without rebooting again,
+    and gives the member its weight back: the drain was recorded before
+    the weight changed.
+    """
+    w = make_world(engines=2, servers=3, pool=True, weight=5)
+    first, second = w.engines
+    _watching(w)
+    address = w.server(0).addresses[0]
+    _fails(w, 0, 'ERROR')
+    first.recovery_pass()
+    _slow_drain(w, lambda: _taken_over(w))
+    first.run_steps()
+    _recovery_pass(second)
+    assert _nova(w) == [('reboot', 'HARD')]
+    w.run_until(lambda: w.state(0) == 'HEALTHY')
+    w.run(10)
+    assert _nova(w) == [('reboot', 'HARD')]
+    assert w.weights()[address] == 5
+
+
+def test_a_lost_write_after_a_rebuild_neither_rebuilds_again_nor_escalates(
+        make_world):
+    """The VERIFYING write fails: the next pass verifies, never re-sends.
+
+    A second REBUILD while the first runs would be refused (409), taken
+    for a failure and escalated to RECREATE.
+    """
+    w = make_world(servers=3, pool=False, policy={'recovery': {
+        'actions': [{'name': 'REBUILD'}, {'name': 'RECREATE'}]}})
+    engine = w.engines[0]
+    _watching(w)
+    server_id = w.server_id(0)
+    _fails(w, 0, 'ERROR')
+    engine.recovery_pass()
+    # RECOVERING is stored, Nova accepts the REBUILD, VERIFYING is lost.
+    w.db.faults.add('target_transition', database.db_error, skip=1)
+    engine.run_steps()
+    assert _nova(w) == [('rebuild', heat_double.IMAGE)]
+    assert w.state(0) == 'RECOVERING'
+    _recovery_pass(engine)
+    assert _nova(w) == [('rebuild', heat_double.IMAGE)]
+    assert w.state(0) == 'VERIFYING', _row(w, 0).state_reason
+    w.run_until(lambda: w.state(0) == 'HEALTHY')
+    assert w.server_id(0) == server_id
+    assert w.heat.replacements == []
+
+
+def test_a_server_stuck_in_a_task_is_not_replaced_unless_recreate_allowed(
+        make_world):
+    """actions: [REBOOT]: a server stuck in a task is never replaced."""
+    w = make_world(servers=3, pool=False, policy={'recovery': {
+        'actions': [{'name': 'REBOOT'}]}})
+    _watching(w)
+    server_id = w.server_id(0)
+    w.break_server(0, 'STUCK', task='image_uploading')
+    w.run_until(lambda: _row(w, 0).attempts)
+    w.run(60)
+    assert w.heat.marks == []
+    assert w.heat.updates == []
+    assert w.server_id(0) == server_id
+
+
+def test_a_server_verifying_while_the_policy_is_disabled_is_not_escalated():
+    """Disabled right after START, for however long: no next rung.
+
+    The server, ACTIVE meanwhile, is HEALTHY once the policy is enabled
+    again, whenever Nova's next full listing comes.
+    """
+    for disabled_for in range(VERIFY + 10, VERIFY + 60, 10):
+        with world_mod.World(servers=3, pool=False) as w:
+            _watching(w)
+            _fails(w, 0)
+            _recovery_pass(w.engines[0])
+            assert w.state(0) == 'VERIFYING'
+            w.set_enabled(False)
+            w.run(disabled_for)
+            assert w.state(0) == 'VERIFYING'
+            assert w.server(0).status == 'ACTIVE'
+            w.set_enabled(True)
+            w.run_until(lambda: w.state(0) != 'VERIFYING', 60)
+            assert (w.state(0), _nova(w)) == (
+                'HEALTHY', [('start', None)]), (
+                    disabled_for, _row(w, 0).state_reason)
+
+
+def test_a_server_healed_after_give_up_is_not_replaced_by_the_next_update(
+        make_world):
+    """Given up, then healed by itself: its CHECK_FAILED is cleared.
+
+    The user's next stack update leaves the healthy server alone.
+    """
+    w = make_world(servers=3, pool=False, policy={'recovery': {
+        'max_attempts': 1}})
+    _watching(w)
+    server_id = w.server_id(0)
+    _given_up(w, 0)
+    assert [m.physical_id for m in w.heat.marks] == [server_id]
+    w.lock_server(0, False)
+    w.heal_server(0)
+    w.run_until(lambda: w.state(0) == 'HEALTHY')
+    w.run(5)
+    w.user_update()
+    w.run(heat_double.UPDATE_SECONDS + 5)
+    assert w.heat.replacements == []
+    assert w.server_id(0) == server_id
+
+
+def test_max_concurrent_counts_a_start_still_under_way(make_world):
+    """max_concurrent: 2: a server backing off waits while two recover.
+
+    One START is done, the other still under way (its target UNHEALTHY
+    until stored) when the third server's back-off ends: it waits.
+    """
+    w = make_world(servers=6, pool=False, policy={'recovery': dict(
+        NO_JITTER, max_concurrent=2, backoff_initial=10)})
+    engine = w.engines[0]
+    _watching(w)
+    # The third server's first START is refused: it backs off 10 s.
+    w.lock_server(2)
+    _fails(w, 2)
+    _recovery_pass(engine)
+    assert (w.state(2), _nova(w)) == ('UNHEALTHY', [])
+    w.lock_server(2, False)
+    w.advance(5)
+    for index in (0, 1):
+        w.break_server(index, 'SHUTOFF')
+    w.advance(2)
+    engine.tick()
+    engine.recovery_pass()
+    assert len(engine.steps) == 2
+    engine.run_step(0)
+    w.advance(4)
+    engine.tick()
+    _recovery_pass(engine)
+    assert len(_nova(w)) == 2
+
+
+def test_a_server_marked_healthy_by_its_user_gets_its_attempts_again(
+        make_world):
+    """Given up, fixed and marked healthy: its next failure is recovered.
+
+    A notification that it runs again arrives before the engine re-reads
+    its rows: the reset is not half-lost, no give-up at once.
+    """
+    w = make_world(servers=3, pool=False, policy={
+        'detection': {'detection_modes': [
+            {'type': obs.NODE_STATUS_POLLING},
+            {'type': obs.LIFECYCLE_EVENTS}]},
+        'recovery': dict(NO_JITTER, max_attempts=2)})
+    _watching(w)
+    server_id = w.server_id(0)
+    _given_up(w, 0, max_attempts=2)
+    w.lock_server(0, False)
+    w.heal_server(0)
+    w.mark_healthy(0)
+    _seen(w, 0, obs.HEALTHY, 'compute.instance.power_on.end')
+    w.run_until(lambda: w.state(0) == 'HEALTHY')
+    marks = len(w.heat.marks)
+    w.break_server(0, 'SHUTOFF')
+    w.run_until(lambda: w.state(0) not in ('HEALTHY', 'UNHEALTHY'))
+    assert (w.state(0), _nova(w)) in [('RECOVERING', [('start', None)]),
+                                      ('VERIFYING', [('start', None)])]
+    assert len(w.heat.marks) == marks
+    assert w.server_id(0) == server_id
+
+
+def test_a_brake_stored_before_a_restart_is_released_once_its_cause_clears(
+        make_world):
+    """Three of four servers down: braked; the restarted engine releases."""
+    w = make_world(servers=4, pool=False)
+    engine = w.engines[0]
+    _watching(w)
+    for index in range(3):
+        w.break_server(index, 'SHUTOFF')
+    w.advance(2)
+    engine.tick()
+    engine.recovery_pass()
+    assert _braked(w).startswith('3 of 4 targets are failing')
+    engine.kill()
+    engine.restart()
+    for index in range(3):
+        w.heal_server(index)
+    w.run_until(lambda: all(w.state(i) == 'HEALTHY' for i in range(4)))
+    w.run(5)
+    assert _nova(w) == []
+    assert _braked(w) is None
+
+
+def test_servers_given_up_on_days_ago_do_not_brake_a_new_recovery(
+        make_world):
+    """Two of five given up two days ago; a third fails: it is started."""
+    w = make_world(servers=5, pool=False, policy={'recovery': {
+        'max_attempts': 1}})
+    _watching(w)
+    for index in (0, 1):
+        _given_up(w, index)
+    w.advance(2 * 24 * 3600)
+    _fails(w, 2)
+    w.run(5)
+    assert _braked(w) is None
+    assert _nova(w, 2) == [('start', None)]
+
+
+def test_a_recreate_whose_update_timed_out_never_replaces_the_new_server(
+        make_world):
+    """heat-engine's answer is lost, the update runs: one replacement.
+
+    The recovery loop's next passes come before the registry's next sync:
+    the resource holds the new server, which is neither marked nor
+    replaced.
+    """
+    w = make_world(servers=3, pool=False, policy={'recovery': dict(
+        NO_JITTER, actions=[{'name': 'RECREATE'}])})
+    engine = w.engines[0]
+    _watching(w)
+    old = w.server_id(0)
+    _fails(w, 0, 'ERROR')
+    w.heat.faults.add('update_target', heat_double.timeout,
+                      phase=faults.AFTER)
+    _recovery_pass(engine)
+    for _second in range(heat_double.UPDATE_SECONDS + 5):
+        w.advance(1)
+        _recovery_pass(engine)
+    new = w.server_id(0)
+    assert [m.physical_id for m in w.heat.marks] == [old]
+    assert [(r.old, r.new) for r in w.heat.replacements] == [(old, new)]
+    w.run_until(lambda: w.state(0) == 'HEALTHY')
+    assert w.server_id(0) == new
+    assert len(w.heat.replacements) == 1
+
+
+def test_a_reboot_nova_refuses_on_an_active_server_fails_at_once(
+        make_world):
+    """The application fails on a locked server: REBOOT refused, said so.
+
+    The attempt fails at once: the next rung follows after its back-off,
+    not after verifying an action never taken.
+    """
+    w = make_world(servers=3, pool=False, policy={'detection': {
+        'detection_modes': [{'type': obs.NODE_STATUS_POLLING},
+                            {'type': obs.NODE_STATUS_POLL_URL}]}})
+    _watching(w)
+    w.lock_server(0)
+    _seen(w, 0, obs.UNHEALTHY, 'health URL answered 503',
+          obs.NODE_STATUS_POLL_URL)
+    assert w.state(0) == 'UNHEALTHY'
+    _recovery_pass(w.engines[0])
+    assert _nova(w) == []
+    assert w.state(0) == 'UNHEALTHY'
+    assert 'REBOOT SOFT refused by Nova' in _row(w, 0).state_reason
+    assert 'is locked' in _row(w, 0).state_reason
+
+
+def test_back_off_spaces_the_next_attempt_after_the_last_one_ended(
+        make_world):
+    """After a START that did not heal, the REBOOT waits its back-off."""
+    w = make_world(servers=3, pool=False, policy={'recovery': dict(
+        NO_JITTER, backoff_initial=10)})
+    _watching(w)
+    _fails(w, 0)
+    _recovery_pass(w.engines[0])
+    _stops_again(w, 0)
+    w.run_until(lambda: len(w.accepted()) == 2)
+    start, reboot = w.accepted()
+    assert (start.action, reboot.action) == ('start', 'reboot')
+    # VERIFY seconds to see that START failed, then 10 of back-off.
+    assert (reboot.at - start.at).total_seconds() >= VERIFY + 10
+
+
+def test_a_restore_by_an_engine_that_lost_the_policy_is_not_recorded(
+        make_world):
+    """The timeline says once that the member got its weight back.
+
+    The old owner's write matched no row: it does not announce it; the
+    new owner, finding it not done, restores and says so.
+    """
+    w = make_world(engines=2, servers=3, pool=True, weight=5)
+    first = w.engines[0]
+    _watching(w)
+    address = w.server(0).addresses[0]
+    _fails(w, 0)
+    _recovery_pass(first)
+    for _second in range(VERIFY):
+        w.advance(1)
+        first.tick()
+        if w.state(0) == 'HEALTHY':
+            break
+    first.recovery_pass()
+    assert first.steps == ['Restore %s' % w.server_id(0)]
+    _taken_over(w)
+    first.run_steps()
+    w.run(10)
+    assert w.weights()[address] == 5
+    assert len(_timeline(w, 'RESTORED')) == 1, _timeline(w, 'RESTORED')

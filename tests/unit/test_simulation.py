@@ -1,0 +1,133 @@
+"""The seeded explorer's budget in the unit suite, and checks of the checker.
+
+200 seeded runs of 200 steps each must keep every invariant; a failure
+prints each violating seed, and the first one's trace, which
+``explore(seed, steps)`` replays.
+"""
+
+import logging
+import time
+
+from heat_health.engine.recovery import loop as loop_mod
+from tests.simulation import explore
+from tests.simulation import invariants
+from tests.simulation import world as world_mod
+
+# About 40 s on a 2-core machine; bench/simulate.py prints the rate.
+RUNS, STEPS = 200, 200
+
+
+def test_seeded_runs_keep_every_invariant():
+    failed = []
+    # The product's logging takes a large share of the time, and tells
+    # nothing here.
+    logging.disable(logging.CRITICAL)
+    try:
+        started = time.monotonic()
+        for seed in range(RUNS):
+            result = explore.explore(seed, STEPS)
+            if result.violation:
+                failed.append(result)
+        spent = time.monotonic() - started
+    finally:
+        logging.disable(logging.NOTSET)
+    assert not failed, '%d of %d runs (%.1fs) broke an invariant:\n%s\n\n%s' \
+        % (len(failed), RUNS, spent, '\n'.join(
+            'seed %d, step %d: %s' % (r.seed, r.steps, r.violation)
+            for r in failed), failed[0].report())
+
+
+def test_the_same_seed_gives_the_same_run():
+    first = explore.explore(7, 150)
+    again = explore.explore(7, 150)
+    assert first == again
+    other = explore.explore(8, 150)
+    assert other.trace != first.trace
+
+
+def _double_send(world):
+    """Nova records every recovery action twice (a double send)."""
+    accept = world.nova._accept
+
+    def twice(actor, server, action, detail=None):
+        accept(actor, server, action, detail)
+        if actor == 'recovery':
+            accept(actor, server, action, detail)
+    world.nova._accept = twice
+
+
+def test_the_checker_sees_a_double_send():
+    result = explore.explore(12, 200, hook=_double_send)
+    assert result.violation.startswith('more than one Nova action'), \
+        result.report()
+    assert explore.explore(12, 200) != result
+
+
+def test_the_checker_sees_a_write_reported_but_not_stored():
+    with world_mod.World(engines=1, servers=2, pool=False) as w:
+        checker = invariants.Checker(w)
+        try:
+            engine = w.engines[0]
+
+            def lying(target, columns):
+                return True         # says stored, writes nothing
+            engine.tracker.store_columns = lying
+            step = invariants.Step('tick', engine, 'tick')
+            checker.before(step)
+            engine.tick()
+            assert checker.after(step) == []
+            target = engine.tracker.targets_of(w.policies[0].id)[0]
+            engine.tracker.store_columns(target, {'attempts': 3})
+            found = checker.after(step)
+        finally:
+            checker.close()
+    assert len(found) == 1 and found[0].startswith(
+        'write reported stored is not'), found
+
+
+def test_the_checker_sees_memory_that_differs_from_the_row():
+    with world_mod.World(engines=1, servers=2, pool=False) as w:
+        checker = invariants.Checker(w)
+        try:
+            engine = w.engines[0]
+            step = invariants.Step('tick', engine, 'tick')
+            checker.before(step)
+            engine.tick()
+            assert checker.after(step) == []
+            target = engine.tracker.targets_of(w.policies[0].id)[0]
+            target.state = 'UNHEALTHY'      # a belief never stored
+            step = invariants.Step('pass', engine, 'pass')
+            checker.before(step)
+            engine.recovery_pass()
+            found = checker.after(step)
+        finally:
+            checker.close()
+    assert len(found) == 1 and 'memory of engine-0 differs' in found[0], \
+        found
+
+
+def test_the_checker_sees_a_mark_never_cleared(monkeypatch):
+    monkeypatch.setattr(loop_mod.RecoveryLoop, '_unmark',
+                        lambda self, policy, target, step: None)
+    found = []
+    with world_mod.World(engines=1, servers=3, pool=False, policy={
+            'recovery': {'actions': [{'name': 'START'}],
+                         'max_attempts': 1}}) as w:
+        checker = invariants.Checker(w)
+        engine = w.engines[0]
+        ops = (('tick', engine.tick), ('pass', engine.recovery_pass),
+               ('run', engine.run_steps))
+        try:
+            w.break_server(0, 'ERROR')       # START refused: GAVE_UP
+            for second in range(60):
+                if second == 40:
+                    w.heal_server(0)
+                for op, call in ops:
+                    step = invariants.Step(op, engine, op)
+                    checker.before(step)
+                    call()
+                    found += checker.after(step)
+                w.advance(1)
+        finally:
+            checker.close()
+    assert found and all('still CHECK_FAILED' in f for f in found), found

@@ -1,0 +1,170 @@
+"""Defects the seeded explorer found, each replayed as a short script.
+
+Each test is the smallest world that showed the defect, and failed until
+the acting core was fixed. The seed and steps in a test's docstring are
+those of the explorer and the acting core of the time (the explorer has
+changed its schedule since, so they no longer replay the same run).
+"""
+
+GRACE = 20
+
+
+def _unhealthy(w, engine, index=0, how='SHUTOFF'):
+    engine.tick()
+    w.advance(GRACE + 1)
+    w.break_server(index, how)
+    w.advance(2)
+    engine.tick()
+    assert w.state(index) == 'UNHEALTHY'
+
+
+def test_no_nova_action_once_the_policy_is_disabled(make_world):
+    """A step decided before the maintenance switch went off still acts.
+
+    The step re-reads the operator's pause and the stack's state before
+    acting (``RecoveryLoop._not_now``), not the policy's ``enabled``: a
+    recovery pass planned on memory from before the switch (or a step
+    queued before it) sends its Nova action while the policy is disabled.
+    Explorer: seed 10, 163 steps (``policy-0 enabled: False`` at step 159,
+    ``engine-0 pass -> ['Start srv-0004']`` at 160 without a tick between,
+    the Start run at 163 marks the resource CHECK_FAILED); seeds 68, 86,
+    129, 220, 449 likewise send a START or a REBOOT.
+    """
+    w = make_world(engines=1, servers=3, pool=False)
+    engine = w.engines[0]
+    _unhealthy(w, engine)
+    engine.recovery_pass()
+    assert engine.steps == ['Start %s' % w.server_id(0)]
+    w.set_enabled(False)
+    engine.run_step(0)
+    assert w.accepted() == []
+
+
+def test_no_mark_once_the_policy_is_disabled(make_world):
+    """The same for RECREATE: its marking waits for the policy's switch."""
+    w = make_world(engines=1, servers=3, pool=False,
+                   policy={'recovery': {'actions': [{'name': 'RECREATE'}]}})
+    engine = w.engines[0]
+    _unhealthy(w, engine, how='ERROR')
+    w.set_enabled(False)
+    engine.recovery_pass()      # on memory from before the switch
+    engine.run_steps()
+    assert [m for m in w.heat.marks if m.source == 'recovery'] == []
+    assert [u for u in w.heat.updates if u.kind == 'recovery'] == []
+
+
+def test_memory_follows_a_reset_stored_in_the_same_second(make_world):
+    """A user's reset is not followed when its time equals memory's.
+
+    ``WatchedTarget.follow`` takes a re-read row only when its
+    ``state_since`` is later than the one in memory; a reset stored at the
+    same time as the engine's own last write of the target (the same
+    instant of the virtual clock here; the same second on MySQL, whose
+    DATETIME columns keep no fractions) is never followed: memory keeps
+    UNHEALTHY (or a recovery under way) while the row says NO_DATA, until
+    the engine happens to write the target again. Explorer: seed 66, 102
+    steps (the engine stores srv-0001 UNHEALTHY at 74.0 s, ``user marks
+    nested-p0/0 healthy`` at 74.0 s); seeds 91, 224, 291, 304, 499, 538,
+    560, 602, 655 likewise, some with a recovery in memory.
+    """
+    w = make_world(engines=1, servers=2, pool=False,
+                   policy={'recovery': {'mode': 'OBSERVE'}})
+    engine = w.engines[0]
+    _unhealthy(w, engine, how='GONE')
+    w.mark_healthy(0)               # the same instant as the UNHEALTHY
+    assert w.state(0) == 'NO_DATA'
+    w.advance(10)                   # the targets are read again
+    engine.tick()
+    target = [t for t in engine.tracker.targets_of(w.policies[0].id)
+              if t.place == w.places()[0]][0]
+    assert (target.state, w.state(0)) in (('NO_DATA', 'NO_DATA'),
+                                          ('UNHEALTHY', 'UNHEALTHY'))
+
+
+def test_no_mark_after_fencing_once_the_policy_is_paused(make_world):
+    """A RECREATE whose fencing completes marks and updates while paused.
+
+    ``RecoveryLoop._advance`` re-reads the pause (and the stack's state,
+    and should the switch) only for the ``intent`` and ``fenced`` stages;
+    a step carrying on a ``fencing`` stage that finds the server stopped
+    stores ``fenced`` and goes straight on to mark the resource
+    CHECK_FAILED and ask heat-engine for the update, whatever was stored
+    since the pass decided it. Explorer (with the switch defect above
+    patched out locally): seed 42, 267 steps (``policy-0 enabled: False``
+    at step 264, ``engine-1 pass -> ['Advance srv-0002']`` at 266 on the
+    stage ``fencing``, the Advance at 267 marks and updates).
+    """
+    w = make_world(engines=1, servers=3, pool=False,
+                   policy={'recovery': {'actions': [{'name': 'RECREATE'}],
+                                        'fencing': ['COMPUTE']}})
+    engine = w.engines[0]
+    _unhealthy(w, engine, how='ERROR')
+    engine.recovery_pass()
+    engine.run_steps()          # fencing stored, STOP sent
+    assert [a.action for a in w.accepted()] == ['stop']
+    w.advance(1)
+    engine.tick()
+    engine.recovery_pass()
+    assert engine.steps == ['Advance %s' % w.server_id(0)]
+    w.pause()
+    w.advance(5)                # the server is stopped now
+    engine.run_steps()
+    assert [m for m in w.heat.marks if m.source == 'recovery'] == []
+    assert [u for u in w.heat.updates if u.kind == 'recovery'] == []
+
+
+def test_no_give_up_mark_once_the_policy_is_paused(make_world):
+    """A give-up decided before a pause marks CHECK_FAILED during it.
+
+    ``RecoveryLoop._give_up`` re-reads nothing stored: a GiveUp planned
+    on memory from before the operator's pause (or queued before it)
+    stores GAVE_UP and marks the resource CHECK_FAILED, which the next
+    stack update by anyone turns into a replacement. Explorer (with the
+    switch defect patched out locally): seed 364, 251 steps (``policy-0
+    paused`` at step 248, ``engine-0 pass -> ['GiveUp srv-0002']`` at
+    250, the GiveUp at 251 marks the resource).
+    """
+    w = make_world(engines=1, servers=3, pool=False,
+                   policy={'recovery': {'actions': [{'name': 'START'}],
+                                        'max_attempts': 1}})
+    engine = w.engines[0]
+    _unhealthy(w, engine, how='ERROR')
+    engine.recovery_pass()
+    engine.run_steps()          # START refused: the attempt failed
+    assert w.state(0) == 'UNHEALTHY'
+    w.advance(1)
+    engine.tick()
+    engine.recovery_pass()
+    assert engine.steps == ['GiveUp %s' % w.server_id(0)]
+    w.pause()
+    engine.run_steps()
+    assert [m for m in w.heat.marks if m.source == 'recovery'] == []
+
+
+def test_a_brake_stored_by_a_write_that_raised_is_released(make_world):
+    """A brake whose write raised after committing is never released.
+
+    ``Timeline.brake`` believes the brake it stored only once the write
+    returned; when the commit's answer is lost (the row holds the brake,
+    the call raised), it keeps believing the brake read at the last claim
+    (none), so once the cause clears it finds nothing to release: the
+    stored brake stays until the policy is read again (a restart, a
+    takeover). Explorer: seed 333, 171 steps of 300 (``next 1 db writes
+    fail after committing`` at step 147, ``engine-2 pass`` at 148 stores
+    "observers cannot see" and raises; the Nova listings answer again, and
+    the owner's passes up to step 171 leave the brake stored).
+    """
+    w = make_world(engines=1, servers=3, pool=False)
+    engine = w.engines[0]
+    engine.tick()
+    w.advance(GRACE + 1)
+    w.nova.list_faults.add('*', RuntimeError('Nova is away'), 1)
+    engine.tick()                   # the poll fails: blind
+    w.fail_writes(1, calls=['policy_set_braked'], committed=True)
+    engine.recovery_pass()
+    assert w.db.real['policy_get'](w.policies[0].id).braked
+    w.advance(6)
+    engine.tick()                   # the poll answers again
+    assert not engine.poller.failure
+    engine.recovery_pass()
+    assert w.db.real['policy_get'](w.policies[0].id).braked is None

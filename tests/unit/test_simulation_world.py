@@ -1,0 +1,126 @@
+"""The simulation world runs the real acting core end to end."""
+
+from novaclient import exceptions as nova_exc
+import pytest
+
+from heat_health.engine.recovery import nova_actions
+from tests.simulation import faults
+
+GRACE = 20
+
+
+def test_a_powered_off_server_is_drained_started_once_and_restored(
+        make_world):
+    w = make_world(engines=1, servers=3, pool=True, weight=5)
+    engine = w.engines[0]
+    assert engine.tick()
+    w.advance(GRACE + 1)
+    address = w.server(0).addresses[0]
+    w.break_server(0, 'SHUTOFF')
+    w.advance(2)
+    engine.tick()
+    assert w.state(0) == 'UNHEALTHY'
+    engine.recovery_pass()
+    assert engine.steps == ['Start %s' % w.server_id(0)]
+    engine.run_step(0)
+    assert w.weights()[address] == 0
+    assert w.state(0) == 'VERIFYING'
+    w.run_until(lambda: w.state(0) == 'HEALTHY' and
+                w.weights()[address] == 5)
+    starts = [(a.server_id, a.action) for a in w.accepted()]
+    assert starts == [(w.server_id(0), 'start')]
+    assert w.server(0).status == 'ACTIVE'
+    assert engine.errors == []
+
+
+def test_recreate_replaces_the_server_through_heat(make_world):
+    w = make_world(engines=1, servers=2, pool=True,
+                   policy={'recovery': {'actions': [{'name': 'RECREATE'}]}})
+    engine = w.engines[0]
+    engine.tick()
+    w.advance(GRACE + 1)
+    old = w.server_id(1)
+    w.break_server(1, 'ERROR')
+    w.run_until(lambda: w.server_id(1) != old and
+                w.state(1) == 'HEALTHY')
+    assert [(m.physical_id, m.source) for m in w.heat.marks] == [
+        (old, 'recovery')]
+    assert [(u.kind, u.superseded) for u in w.heat.updates] == [
+        ('recovery', False)]
+    assert [(r.old, r.outcome) for r in w.heat.replacements] == [
+        (old, 'replaced')]
+    assert w.nova.find(old).deleted
+    new_address = w.server(1).addresses[0]
+    assert w.weights()[new_address] == 1
+    assert len(w.weights()) == 2
+    assert w.accepted() == []
+    assert engine.errors == []
+
+
+def test_a_second_engine_takes_over_a_killed_engines_recovery(make_world):
+    w = make_world(engines=2, servers=3, pool=False)
+    first, second = w.engines
+    first.tick()
+    second.tick()
+    assert w.owner() == ('engine-0', 1)
+    assert second.owned == {}
+    w.advance(GRACE + 1)
+    w.break_server(2, 'SHUTOFF')
+    w.advance(2)
+    first.tick()
+    first.recovery_pass()
+    # Nova accepts the START, then the engine dies before storing it.
+    w.crash_at('nova', 'start', phase=faults.AFTER)
+    first.run_step(0)
+    assert not first.alive
+    assert w.state(2) == 'RECOVERING'
+    second.tick()
+    assert second.owned == {}
+    w.advance(w.lease_seconds + 1)
+    second.tick()
+    assert w.owner() == ('engine-1', 2)
+    w.run_until(lambda: w.state(2) == 'HEALTHY')
+    assert [a.action for a in w.accepted()] == ['start']
+    first.restart()
+    first.tick()
+    assert first.owned == {}
+
+
+def test_a_failed_write_changes_nothing_and_is_decided_again(make_world):
+    w = make_world(engines=1, servers=1, pool=False)
+    engine = w.engines[0]
+    engine.tick()
+    w.advance(GRACE + 1)
+    w.break_server(0, 'SHUTOFF')
+    w.advance(2)
+    # The poll's decision and the retry of settle() in the same tick.
+    w.fail_writes(2, calls=['target_transition'])
+    engine.tick()
+    assert w.state(0) == 'HEALTHY'
+    assert set(engine.states().values()) == {'HEALTHY'}
+    engine.tick()
+    assert w.state(0) == 'UNHEALTHY'
+
+
+def test_nova_double_refuses_as_nova_does(make_world):
+    w = make_world(engines=1, servers=1, pool=False)
+    actions = nova_actions.NovaActions(w.nova.client())
+    server_id = w.server_id(0)
+    with pytest.raises(nova_actions.ActionRefused):
+        actions.run(server_id, 'START')          # not stopped
+    actions.run(server_id, 'REBOOT', {'type': 'SOFT'})
+    assert actions.status(server_id).task_state == 'rebooting'
+    with pytest.raises(nova_actions.ActionRefused):
+        actions.run(server_id, 'REBOOT', {'type': 'SOFT'})
+    w.advance(10)
+    assert actions.status(server_id).status == 'ACTIVE'
+    w.lock_server(0)
+    with pytest.raises(nova_actions.ActionRefused):
+        actions.run(server_id, 'REBOOT', {'type': 'HARD'})
+    w.nova.faults.add('get', nova_exc.ClientException(500))
+    with pytest.raises(nova_actions.NovaActionFailed):
+        actions.status(server_id)
+    w.break_server(0, 'GONE')
+    with pytest.raises(nova_actions.ServerGone):
+        actions.status(server_id)
+    assert [a.action for a in w.accepted()] == ['reboot']
