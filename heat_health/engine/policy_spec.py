@@ -68,6 +68,16 @@ class RecoverySpec(collections.namedtuple('RecoverySpec', [
                                               0.55),
                    mode=get('mode', HEAL))
 
+    def backoff(self, attempt, noise=0.0):
+        """Seconds to wait after the ``attempt``-th attempt (1-based) ended.
+
+        From backoff_initial, doubling to backoff_max, with ``noise`` in
+        [-1, 1] scaled by backoff_jitter.
+        """
+        base = min(self.backoff_max,
+                   self.backoff_initial * 2 ** max(attempt - 1, 0))
+        return max(0.0, base * (1.0 + self.backoff_jitter * noise))
+
 
 class PolicySpec(collections.namedtuple('PolicySpec', [
         'targets',        # resource names of the policy's stack

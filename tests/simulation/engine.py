@@ -80,7 +80,8 @@ class Engine(object):
         self.tracker = tracker_mod.Tracker(
             self.id, 'host-%s' % self.id,
             fresh_resolution=self._fresh_resolution,
-            notifier=self.notifier, clock=world.clock.now)
+            notifier=self.notifier, clock=world.clock.now,
+            rnd=random.Random(self.seed))
         self._polled = []
         self.poller = nova_status.StatusPoller(
             world.nova.listing(), self._polled.append,
@@ -250,7 +251,7 @@ class Engine(object):
                        for pid, p in self._policies.items()}
         signature = monitor_mod.load_signature(
             self._policies, self._generations.get, resolutions,
-            self._targets)
+            self._targets, self.tracker.writes)
         if signature != self._signature:
             self.tracker.load(list(self._policies.values()), self._targets,
                               dict(self._generations), resolutions)

@@ -209,6 +209,7 @@ class Explorer(object):
         row = self.checker.policies[w.policies[policy].id]
         choices = [(30, 'tick'), (18, 'pass'), (16, 'advance'),
                    (1.5, 'advance_long'), (3, 'break'), (0.8, 'heal'),
+                   (1, 'relapse'),
                    (0.3, 'lock'), (1.2, 'db'), (0.5, 'assign'),
                    (0.8, 'kill'), (1, 'nova'), (0.4, 'listing'),
                    (0.5, 'octavia'), (0.6, 'heat'), (0.5, 'user_update'),
@@ -280,6 +281,21 @@ class Explorer(object):
         server = self.world.server_id(index, policy)
         self.world.break_server(index, how, policy)
         return 'server %s (p%d/%d) breaks: %s' % (server, policy, index, how)
+
+    def _relapse(self, policy):
+        """A server that recovery healed breaks again (flapping)."""
+        places = self.world.places(policy)
+        healed = [places.index(p) for p in places
+                  for row in self.checker.rows.values()
+                  if row.place == p and row.state == 'HEALTHY' and
+                  row.attempts]
+        if not healed:
+            return 'relapse: no server healed by recovery'
+        index = self.rnd.choice(sorted(healed))
+        server = self.world.server_id(index, policy)
+        self.world.break_server(index, 'SHUTOFF', policy)
+        return 'server %s (p%d/%d) healed, breaks again' % (
+            server, policy, index)
 
     def _heal(self, policy):
         index = self._index(policy)

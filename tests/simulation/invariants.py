@@ -22,6 +22,8 @@ and what the doubles recorded since the previous step:
 * the stored brake has the kind computed from the stored rows, after the
   owner's recovery pass (a pass whose writes did not fail);
 * nothing says "issued" unless Nova accepted an action in that step;
+* an attempt starts no sooner than its back-off (at its least jitter)
+  after the place's previous attempt ended, healed or failed;
 * liveness with a bound: a member recovery drained gets its weight back
   (or leaves the pool) and a CHECK_FAILED recovery set is cleared once
   the target is HEALTHY (or GAVE_UP, for members), within
@@ -36,9 +38,11 @@ import json
 from oslo_config import cfg
 
 from heat_health.db import api as db_api
+from heat_health.engine import policy_spec
 from heat_health.engine.recovery import planner
 from heat_health.engine.recovery import timeline
 
+IN_RECOVERY = frozenset(['RECOVERING', 'VERIFYING'])
 FAILING = frozenset(['SUSPECT', 'UNHEALTHY', 'RECOVERING', 'VERIFYING',
                      'GAVE_UP'])
 BOUND_PASSES = 3
@@ -131,6 +135,7 @@ class Checker(object):
         self._epoch = {}         # place -> (attempt, started_at)
         self._actions = {}       # (place, epoch) -> [labels]
         self._replaced = {}      # (place, epoch) -> count
+        self._ended = {}         # place -> (attempt, ended at)
         self._drained = {}       # (pool, address) -> weight before
         self._weights = {}       # pool -> {address: weight} last seen
         self._passes = {}        # policy id -> clean owner passes
@@ -324,6 +329,7 @@ class Checker(object):
         self._update_epochs()
         found += self._check_actions(step, new)
         found += self._check_issued(new)
+        found += self._check_backoff(before)
         self._track_drains(new['batches'])
         found += self._check_concurrency(step, before)
         if step.engine is not None and step.engine.alive:
@@ -447,6 +453,38 @@ class Checker(object):
                 found.append('Heat event says "%s" on %s but Nova accepted '
                              'no action there' % (event.reason,
                                                   '/'.join(place)))
+        return found
+
+    def _check_backoff(self, before):
+        found = []
+        for key, row in self.rows.items():
+            old_state, old_recovery = before.get(key, (None, None))
+            recovery = row.recovery or {}
+            old_recovery = old_recovery or {}
+            if row.state not in IN_RECOVERY and (
+                    old_state in IN_RECOVERY or
+                    recovery.get('started_at') not in (
+                        None, old_recovery.get('started_at'))):
+                # Ended, or started and ended within the step.
+                self._ended[row.place] = (
+                    recovery.get('attempt') or old_recovery.get('attempt'),
+                    row.since)
+            if row.state not in IN_RECOVERY or old_state in IN_RECOVERY:
+                continue
+            last, ended = self._ended.get(row.place, (None, None))
+            if last is None or recovery.get('attempt') != last + 1:
+                continue
+            spec = policy_spec.RecoverySpec.parse(
+                (self.policies[row.policy_id].spec or {}).get('recovery'))
+            least = datetime.timedelta(seconds=spec.backoff(last, -1.0))
+            started = _time(recovery.get('started_at'))
+            if started is not None and started - ended < least:
+                found.append(
+                    'attempt %d of %s started %.1f s after attempt %d '
+                    'ended; its back-off is %.1f s' % (
+                        last + 1, '/'.join(row.place),
+                        (started - ended).total_seconds(), last,
+                        least.total_seconds()))
         return found
 
     def _track_drains(self, batches):

@@ -439,3 +439,20 @@ def test_a_restore_by_an_engine_that_lost_the_policy_is_not_recorded(
     w.run(10)
     assert w.weights()[address] == 5
     assert len(_timeline(w, 'RESTORED')) == 1, _timeline(w, 'RESTORED')
+
+
+def test_a_server_that_heals_then_fails_again_waits_its_back_off(
+        make_world):
+    """Healed by a START, stopped again: the next START waits 10 s."""
+    w = make_world(servers=3, pool=False, policy={'recovery': dict(
+        NO_JITTER, backoff_initial=10)})
+    _watching(w)
+    _fails(w, 0)
+    w.run_until(lambda: w.state(0) == 'HEALTHY')
+    healed = _row(w, 0).state_since
+    w.advance(1)
+    w.break_server(0, 'SHUTOFF')
+    w.run_until(lambda: len(w.accepted()) == 2)
+    first, second = w.accepted()
+    assert (first.action, second.action) == ('start', 'start')
+    assert (second.at - healed).total_seconds() >= 10

@@ -132,9 +132,9 @@ class PlanTest(unittest.TestCase):
             'backoff_initial': 10, 'backoff_max': 60,
             'backoff_jitter': 0.2})
         self.assertEqual([10, 20, 40, 60, 60],
-                         [planner.backoff(n, spec) for n in range(1, 6)])
-        self.assertEqual(12.0, planner.backoff(1, spec, 1.0))
-        self.assertEqual(8.0, planner.backoff(1, spec, -1.0))
+                         [spec.backoff(n) for n in range(1, 6)])
+        self.assertEqual(12.0, spec.backoff(1, 1.0))
+        self.assertEqual(8.0, spec.backoff(1, -1.0))
 
     def test_verification_past_its_deadline_escalates(self):
         target = _target(1, states.VERIFYING, recovery={

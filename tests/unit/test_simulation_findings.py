@@ -81,6 +81,35 @@ def test_memory_follows_a_reset_stored_in_the_same_second(make_world):
                                           ('UNHEALTHY', 'UNHEALTHY'))
 
 
+def test_memory_follows_a_reset_back_to_what_the_engine_read(make_world):
+    """A second reset in the second of the engine's write goes unseen.
+
+    The monitor loads the stored rows into the tracker only when their
+    states and times differ from those of the previous load. A user resets
+    the target (NO_DATA at T), the engine loads that and stores UNHEALTHY
+    again at T, the user resets it once more (NO_DATA at T): the rows now
+    read exactly as at the previous load, nothing is loaded, and memory
+    keeps UNHEALTHY while the row says NO_DATA for good. Explorer: seed
+    146, 142 steps (``user marks nested-p0/2 healthy`` at steps 122 and
+    124, both at 110.0 s, ``engine-0 tick`` at 123 between them).
+    """
+    w = make_world(engines=1, servers=2, pool=False,
+                   policy={'recovery': {'mode': 'OBSERVE'}})
+    engine = w.engines[0]
+    _unhealthy(w, engine)
+    w.advance(10)                   # Nova is polled at the next tick
+    w.mark_healthy(0)
+    engine.tick()                   # loads NO_DATA, stores UNHEALTHY
+    assert w.state(0) == 'UNHEALTHY'
+    w.mark_healthy(0)               # the rows read as at that load
+    w.advance(10)
+    engine.tick()
+    target = [t for t in engine.tracker.targets_of(w.policies[0].id)
+              if t.place == w.places()[0]][0]
+    assert (target.state, w.state(0)) in (('NO_DATA', 'NO_DATA'),
+                                          ('UNHEALTHY', 'UNHEALTHY'))
+
+
 def test_no_mark_after_fencing_once_the_policy_is_paused(make_world):
     """A RECREATE whose fencing completes marks and updates while paused.
 

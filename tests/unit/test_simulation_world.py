@@ -5,6 +5,7 @@ import pytest
 
 from heat_health.engine.recovery import nova_actions
 from tests.simulation import faults
+from tests.simulation import invariants
 
 GRACE = 20
 
@@ -124,3 +125,51 @@ def test_nova_double_refuses_as_nova_does(make_world):
     with pytest.raises(nova_actions.ServerGone):
         actions.status(server_id)
     assert [a.action for a in w.accepted()] == ['reboot']
+
+
+def _checked(w, checker, action):
+    """``action()`` as one step of the world; the invariants it broke."""
+    step = invariants.Step('scripted')
+    checker.before(step)
+    action()
+    return checker.after(step)
+
+
+def _checked_until(w, checker, done, seconds=120):
+    """A second of the world at a time, checked, until ``done()``."""
+    found = []
+    for _second in range(seconds):
+        if done():
+            return found
+        found += _checked(w, checker, lambda: w.run(1))
+    raise AssertionError('not done within %d s: %s' % (seconds, found))
+
+
+@pytest.mark.parametrize('forget_back_off', [False, True])
+def test_the_checker_tells_an_attempt_started_inside_its_back_off(
+        make_world, forget_back_off):
+    """Healed, then stopped again: attempt 2 waits 10 s from the heal."""
+    w = make_world(engines=1, servers=3, pool=False, policy={
+        'recovery': {'backoff_initial': 10, 'backoff_jitter': 0}})
+    checker = invariants.Checker(w)
+    engine = w.engines[0]
+    found = _checked(w, checker, engine.tick)
+    found += _checked(w, checker, lambda: w.advance(GRACE + 1))
+    w.break_server(0, 'SHUTOFF')
+    found += _checked_until(w, checker, lambda: len(w.accepted()) == 1 and
+                            w.state(0) == 'HEALTHY')
+    if forget_back_off:
+        # What the tracker did once: a heal left no back-off behind.
+        [target] = [t for t in engine.tracker.targets_of(w.policies[0].id)
+                    if t.server_id == w.server_id(0)]
+        target.next_attempt_at = None
+        w.db.real['target_store_columns'](
+            engine.id, target.id, target.server_id,
+            target.policy.generation, {'next_attempt_at': None})
+    w.break_server(0, 'SHUTOFF')
+    found += _checked_until(w, checker, lambda: len(w.accepted()) == 2)
+    checker.close()
+    if forget_back_off:
+        assert len(found) == 1 and 'its back-off is 10.0 s' in found[0]
+    else:
+        assert found == []

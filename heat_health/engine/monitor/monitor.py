@@ -67,23 +67,26 @@ def _url_checker(tracker):
     return poll_url.PollUrlChecker(tracker.observe)
 
 
-def load_signature(policies, generation, resolutions, targets):
+def load_signature(policies, generation, resolutions, targets, writes):
     """What the tracker's index is made of: it is loaded when this changes.
 
     :param policies: {policy id: Policy} owned.
     :param generation: policy id -> the generation it is owned under.
     :param resolutions: {policy id: Resolution}.
     :param targets: {policy id: [Target]} as stored.
+    :param writes: the tracker's count of its own writes. A user's reset
+        in the second of this engine's write can restore what was read
+        before it: the rows alone would not tell that memory is stale.
     """
-    return (
-        tuple(sorted((p.id, repr(p.spec), p.enabled, p.suspended,
-                      generation(p.id), repr(p.paused))
-                     for p in policies.values())),
-        tuple(sorted((pid, r.busy, r.suspended)
-                     for pid, r in resolutions.items())),
-        tuple(sorted((t.id, t.server_id, str(t.grace_until), t.path,
-                      t.state, str(t.state_since))
-                     for found in targets.values() for t in found)))
+    owned = tuple(sorted((p.id, repr(p.spec), p.enabled, p.suspended,
+                          generation(p.id), repr(p.paused))
+                         for p in policies.values()))
+    stacks = tuple(sorted((pid, r.busy, r.suspended)
+                          for pid, r in resolutions.items()))
+    rows = tuple(sorted((t.id, t.server_id, str(t.grace_until), t.path,
+                         t.state, str(t.state_since))
+                        for found in targets.values() for t in found))
+    return (writes, owned, stacks, rows)
 
 
 class Monitor(object):
@@ -210,7 +213,7 @@ class Monitor(object):
                        for pid, p in self._policies.items()}
         signature = load_signature(self._policies,
                                    self.registry.generation, resolutions,
-                                   self._targets)
+                                   self._targets, self.tracker.writes)
         if signature != self._signature:
             generations = {pid: self.registry.generation(pid)
                            for pid in self._policies}

@@ -22,6 +22,7 @@ healthy servers cost almost nothing.
 """
 
 import datetime
+import random
 import threading
 
 from heat.common import context as heat_context
@@ -72,15 +73,24 @@ class _Change(object):
     """A decided transition on its way to the database."""
 
     __slots__ = ('target', 'old', 'decision', 'at', 'generation',
-                 'observation')
+                 'observation', 'columns')
 
-    def __init__(self, target, decision, at, observation):
+    def __init__(self, target, decision, at, observation, noise=0.0):
         self.target = target
         self.old = target.state
         self.decision = decision
         self.at = at
         self.generation = target.policy.generation
         self.observation = observation
+        self.columns = {}
+        if (decision.state == states.HEALTHY and target.attempts and
+                self.old in states.IN_RECOVERY):
+            # The attempt ended by healing: should the server fail again,
+            # the next attempt waits its back-off from now.
+            delay = target.policy.spec.recovery.backoff(target.attempts,
+                                                        noise)
+            self.columns['next_attempt_at'] = at + datetime.timedelta(
+                seconds=delay)
 
 
 class Tracker(object):
@@ -97,8 +107,9 @@ class Tracker(object):
     """
 
     def __init__(self, engine_id, host, fresh_resolution=None,
-                 notifier=None, clock=timeutils.utcnow):
+                 notifier=None, clock=timeutils.utcnow, rnd=None):
         self.engine_id = engine_id
+        self._rnd = rnd or random.Random()
         self._lock = threading.RLock()
         self._publisher = 'heat-health-engine.%s' % host
         self._notifier = notifier
@@ -108,6 +119,9 @@ class Tracker(object):
         self._targets = {}      # target id -> WatchedTarget
         self._by_server = {}    # server id -> (WatchedTarget, ...)
         self._unsettled = set()  # target ids waiting for a decision
+        # Rows this engine wrote: a row read before may since have been
+        # written back to what was read (the same state, the same second).
+        self.writes = 0
         self._inflight = set()  # target ids whose change is being stored
         self._dirty = {}        # target id -> Observation to store
         # Called after a target was stored UNHEALTHY (recovery wakes up).
@@ -349,7 +363,7 @@ class Tracker(object):
             return None
         self._inflight.add(target.id)
         return _Change(target, result.decision, now,
-                       self._dirty.get(target.id))
+                       self._dirty.get(target.id), self._rnd.uniform(-1, 1))
 
     # Recovery: the planner reads, the recovery loop writes through here
 
@@ -396,6 +410,7 @@ class Tracker(object):
             self._inflight.discard(target.id)
             if target.id in done:
                 target.changes += 1
+                self.writes += 1
                 target.state = state
                 target.reason = reason
                 target.since = at
@@ -444,6 +459,7 @@ class Tracker(object):
             self._inflight.discard(target.id)
             if done:
                 target.changes += 1
+                self.writes += 1
                 for name, value in columns.items():
                     setattr(target, name, value)
         if done is False:
@@ -511,9 +527,12 @@ class Tracker(object):
                         mismatched.append(target)
                     continue
                 target.changes += 1
+                self.writes += 1
                 target.state = change.decision.state
                 target.reason = change.decision.reason
                 target.since = change.at
+                for key, value in change.columns.items():
+                    setattr(target, key, value)
                 if target.state in _ENDS_RECOVERY:
                     target.recovery = db_api.leftovers(target.recovery)
                     target.verdicts_after = None
@@ -574,6 +593,7 @@ class Tracker(object):
                   'state_reason': reason, 'state_since': change.at}
         if decision.state in _ENDS_RECOVERY:
             values['recovery'] = db_api.leftovers(target.recovery)
+        values.update(change.columns)
         if change.observation is not None:
             values.update(_observation_columns(change.observation))
         return {'target': values, 'old_state': change.old,

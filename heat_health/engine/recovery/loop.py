@@ -485,9 +485,8 @@ class RecoveryLoop(recreate.RecreateStages):
 
     def _backoff_columns(self, policy, recovery, now):
         """When the next attempt may start: counted from this one's end."""
-        delay = planner.backoff(recovery.get('attempt') or 1,
-                                policy.spec.recovery,
-                                self._rnd.uniform(-1.0, 1.0))
+        delay = policy.spec.recovery.backoff(recovery.get('attempt') or 1,
+                                             self._rnd.uniform(-1.0, 1.0))
         return {'recovery': recovery,
                 'next_attempt_at': now + datetime.timedelta(seconds=delay)}
 

@@ -51,17 +51,6 @@ def parse_time(value):
     return datetime.datetime.fromisoformat(value).replace(tzinfo=None)
 
 
-def backoff(attempt, spec, noise=0.0):
-    """Seconds to wait after the ``attempt``-th attempt (1-based).
-
-    From backoff_initial, doubling to backoff_max, with ``noise`` in
-    [-1, 1] scaled by backoff_jitter.
-    """
-    base = min(spec.backoff_max,
-               spec.backoff_initial * 2 ** max(attempt - 1, 0))
-    return max(0.0, base * (1.0 + spec.backoff_jitter * noise))
-
-
 def attempts_in_window(target, spec, now):
     """Attempts counted now: none once the window since the first passed."""
     first = parse_time(target.first_attempt_at)
