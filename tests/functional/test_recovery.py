@@ -57,9 +57,10 @@ def test_error_is_recreated_with_a_new_id(demo, admin, stacks):
                              timeout=120)
     assert healed['workers/1']['server_id'] == targets['workers/1'][
         'server_id']
-    name = stack['stack_name']
-    assert demo.json('stack', 'show', name)['stack_status'] == (
-        'UPDATE_COMPLETE')
+    # The new server may serve before Heat ends the stack's update.
+    demo.wait_for(lambda: h.stack_status(demo, stack) != 'UPDATE_IN_PROGRESS',
+                  'the update by recovery ended', timeout=60)
+    assert h.stack_status(demo, stack) == 'UPDATE_COMPLETE'
     # Exactly one replacement was made.
     replaced = [e for e in h.events(demo, stack)
                 if e['reason'] and 'replaced by' in e['reason']]

@@ -214,11 +214,8 @@ class Engine(object):
         for policy in due:
             self._next_refresh[policy.id] = now + min(
                 monitor_mod.REFRESH_SECONDS, policy.parsed.interval)
-        before = self.tracker.servers()
-        self._load_if_changed()
-        after = self.tracker.servers()
-        self.poller.forget(before - after)
-        self.poller.lookup(after - before)
+        monitor_mod.load_and_follow(self.tracker, self.poller,
+                                    self._load_if_changed)
         self._observe_polled()
         polled = [p for p in policies if p.parsed.polled and
                   self._next_poll.get(p.id, 0) <= now]

@@ -51,6 +51,14 @@ BOUND_SECONDS = 5
 ACTION_OF = {'start': 'START', 'reboot': 'REBOOT', 'rebuild': 'REBUILD',
              'unpause': 'UNPAUSE', 'resume': 'RESUME', 'stop': 'RECREATE',
              'delete': 'RECREATE', 'force_delete': 'RECREATE'}
+# What is owed, by kind: (pool or stack, address or resource, weight or
+# server), seconds late, the target, the clean passes.
+_OWED = {
+    'weight': ('member %(1)s of pool %(0)s still not at weight %(2)s %(3)ds '
+               'after target %(4)d ended (%(5)d clean passes of its owner)'),
+    'mark': ('resource %(0)s/%(1)s (%(2)s) still CHECK_FAILED %(3)ds after '
+             'target %(4)d turned HEALTHY (%(5)d clean passes of its owner)'),
+}
 _TARGET_SQL = ('SELECT id, policy_id, server_id, stack_id, resource_name, '
                'state, state_since, recovery, attempts FROM '
                'heat_health_target')
@@ -641,20 +649,10 @@ class Checker(object):
             if (self._passes.get(key[1], 0) - passes >= BOUND_PASSES and
                     now - since >= datetime.timedelta(
                         seconds=BOUND_SECONDS)):
-                if key[0] == 'weight':
-                    found.append(
-                        'member %s of pool %s still not at weight %s %ds '
-                        'after target %d ended (%d clean passes of its '
-                        'owner)' % (key[3], key[2], key[4],
-                                    (now - since).total_seconds(), key[5],
-                                    BOUND_PASSES))
-                else:
-                    found.append(
-                        'resource %s/%s (%s) still CHECK_FAILED %ds after '
-                        'target %d turned HEALTHY (%d clean passes of its '
-                        'owner)' % (key[2], key[3], key[4],
-                                    (now - since).total_seconds(), key[5],
-                                    BOUND_PASSES))
+                values = key[2:5] + ((now - since).total_seconds(), key[5],
+                                     BOUND_PASSES)
+                found.append(_OWED[key[0]] % {
+                    str(i): v for i, v in enumerate(values)})
         return found
 
     def _row_at(self, address, by_server):

@@ -38,6 +38,15 @@ def _fails(w, index, how='SHUTOFF', engine=0):
     assert w.state(index) == 'UNHEALTHY'
 
 
+def _failed_with_back_off(make_world, seconds):
+    """A world whose first server failed; back-off of ``seconds``."""
+    w = make_world(servers=3, pool=False, policy={'recovery': dict(
+        NO_JITTER, backoff_initial=seconds)})
+    _watching(w)
+    _fails(w, 0)
+    return w
+
+
 def _recovery_pass(engine):
     """One pass of the engine's recovery loop, its steps carried out."""
     engine.recovery_pass()
@@ -401,10 +410,7 @@ def test_a_reboot_nova_refuses_on_an_active_server_fails_at_once(
 def test_back_off_spaces_the_next_attempt_after_the_last_one_ended(
         make_world):
     """After a START that did not heal, the REBOOT waits its back-off."""
-    w = make_world(servers=3, pool=False, policy={'recovery': dict(
-        NO_JITTER, backoff_initial=10)})
-    _watching(w)
-    _fails(w, 0)
+    w = _failed_with_back_off(make_world, 10)
     _recovery_pass(w.engines[0])
     _stops_again(w, 0)
     w.run_until(lambda: len(w.accepted()) == 2)
@@ -444,10 +450,7 @@ def test_a_restore_by_an_engine_that_lost_the_policy_is_not_recorded(
 def test_a_server_that_heals_then_fails_again_waits_its_back_off(
         make_world):
     """Healed by a START, stopped again: the next START waits 10 s."""
-    w = make_world(servers=3, pool=False, policy={'recovery': dict(
-        NO_JITTER, backoff_initial=10)})
-    _watching(w)
-    _fails(w, 0)
+    w = _failed_with_back_off(make_world, 10)
     w.run_until(lambda: w.state(0) == 'HEALTHY')
     healed = _row(w, 0).state_since
     w.advance(1)

@@ -89,6 +89,19 @@ def load_signature(policies, generation, resolutions, targets, writes):
     return (writes, owned, stacks, rows)
 
 
+def load_and_follow(tracker, poller, load):
+    """``load()`` the tracker's index; the Nova poller follows its servers.
+
+    Servers no longer watched are forgotten, new ones looked up by id at
+    the next poll.
+    """
+    before = tracker.servers()
+    load()
+    after = tracker.servers()
+    poller.forget(before - after)
+    poller.lookup(after - before)
+
+
 class Monitor(object):
 
     def __init__(self, engine_id, host, registry=None, adapter=None,
@@ -192,11 +205,7 @@ class Monitor(object):
         for policy in due:
             self._next_refresh[policy.id] = now + min(
                 REFRESH_SECONDS, policy.parsed.interval)
-        before = self.tracker.servers()
-        self._load_if_changed()
-        after = self.tracker.servers()
-        self.poller.forget(before - after)
-        self.poller.lookup(after - before)
+        load_and_follow(self.tracker, self.poller, self._load_if_changed)
         self._observe_polled()
         if self.router.refresh() or self._listener is None:
             self._send_watched()
