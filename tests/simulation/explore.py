@@ -9,7 +9,9 @@ little or a lot, and now and then a fault (a failed or committed-then-lost
 write, a handover, kill -9 now or at a call, Nova/Octavia/Heat errors and
 timeouts, an update that times out but happens, a user's update, suspend,
 pause, disable, mark healthy or unhealthy, servers breaking, healing,
-locked). Most steps are progress, so recoveries also complete.
+breaking again once healed, locked, a poll's verdict held back and
+delivered late, after newer ones). Most steps are progress, so
+recoveries also complete.
 
 After each step ``invariants.Checker`` judges the world; the first
 violation ends the run. The Result names the seed and the last
@@ -24,6 +26,7 @@ from oslo_config import cfg
 from oslo_db.sqlalchemy import engines as db_engines
 import sqlalchemy
 
+from heat_health.engine.monitor import nova_status
 from heat_health.engine.monitor import observation as obs
 from tests.simulation import faults as faults_mod
 from tests.simulation import heat_double
@@ -152,6 +155,7 @@ class Explorer(object):
         cfg.CONF.set_override('max_concurrent_recoveries', self.limit,
                               group='heat_health')
         self.trace = collections.deque(maxlen=TRACE_STEPS)
+        self.held = []          # verdicts on their way, delivered late
         self.world = None
         self.checker = None
         try:
@@ -209,7 +213,7 @@ class Explorer(object):
         row = self.checker.policies[w.policies[policy].id]
         choices = [(30, 'tick'), (18, 'pass'), (16, 'advance'),
                    (1.5, 'advance_long'), (3, 'break'), (0.8, 'heal'),
-                   (1, 'relapse'),
+                   (1, 'relapse'), (1, 'hold_verdict'),
                    (0.3, 'lock'), (1.2, 'db'), (0.5, 'assign'),
                    (0.8, 'kill'), (1, 'nova'), (0.4, 'listing'),
                    (0.5, 'octavia'), (0.6, 'heat'), (0.5, 'user_update'),
@@ -219,6 +223,8 @@ class Explorer(object):
                    (0.5, 'mark_healthy'), (0.2, 'mark_unhealthy')]
         if calm:
             choices = choices[:4]
+        if self.held:
+            choices.append((1, 'late_verdict'))
         if any(e.executor.queue for e in live):
             choices.append((30, 'run'))
         if dead:
@@ -296,6 +302,31 @@ class Explorer(object):
         self.world.break_server(index, 'SHUTOFF', policy)
         return 'server %s (p%d/%d) healed, breaks again' % (
             server, policy, index)
+
+    def _hold_verdict(self, policy):
+        """A poll's verdict on a server is seen now, delivered later."""
+        index = self._index(policy)
+        server = self.world.server(index, policy)
+        found = nova_status.verdict(server.status)
+        if found is None:
+            return 'hold verdict: %s is in transition' % server.id
+        self.held.append(obs.Observation(
+            server.id, found[0], found[1], obs.NODE_STATUS_POLLING,
+            self.world.clock.now()))
+        return 'verdict on %s held back: %s' % (server.id, found[1])
+
+    def _late_verdict(self, policy):
+        """A held verdict reaches an engine, after newer ones perhaps."""
+        observation = self.held.pop(self.rnd.randrange(len(self.held)))
+        live = [e for e in self.world.engines if e.alive]
+        if not live:
+            return 'late verdict lost: no engine runs'
+        engine = self.rnd.choice(live)
+        engine.tracker.observe(observation)
+        return '%s gets a late verdict on %s: %s (seen at %.0fs)' % (
+            engine.id, observation.server_id, observation.reason,
+            (observation.observed_at - self.world.clock.start)
+            .total_seconds())
 
     def _heal(self, policy):
         index = self._index(policy)

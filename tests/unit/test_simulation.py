@@ -57,10 +57,14 @@ def _double_send(world):
 
 
 def test_the_checker_sees_a_double_send():
-    result = explore.explore(0, 200, hook=_double_send)
+    """The first seed whose run sends an action is caught at once."""
+    for seed in range(20):
+        result = explore.explore(seed, 200, hook=_double_send)
+        if result.violation:
+            break
     assert result.violation.startswith('more than one Nova action'), \
         result.report()
-    assert explore.explore(0, 200) != result
+    assert explore.explore(seed, 200).violation is None
 
 
 def test_the_checker_sees_a_write_reported_but_not_stored():
