@@ -52,12 +52,20 @@ class _Session(object):
 
 # Health policies, their targets and events (the registry).
 
+# Writes that lose a deadlock to another engine's transaction (MySQL rolls
+# theirs back whole) run again: they read what they change in the same
+# transaction, so a second run decides afresh.
+_retry_on_deadlock = oslo_db_api.wrap_db_retry(max_retries=5,
+                                               retry_on_deadlock=True)
+
+
 def _detached(session, rows):
     for row in rows:
         session.expunge(row)
     return rows
 
 
+@_retry_on_deadlock
 def policy_create_or_update(values, grace_seconds=0):
     """Write a policy row; an existing one keeps its owner and lease.
 
@@ -92,6 +100,7 @@ def policy_get_all_by_stack(stack_id):
             stack_id=stack_id).order_by(models.Policy.created_at).all())
 
 
+@_retry_on_deadlock
 def policy_delete(policy_id):
     """Delete a policy with its targets and events; True if it existed."""
     with _facade.writer.using(_Session()) as session:
@@ -101,6 +110,7 @@ def policy_delete(policy_id):
             id=policy_id).delete())
 
 
+@_retry_on_deadlock
 def policy_claim(engine_id, lease_seconds, policy_id=None,
                  ring_owner=None, members=None):
     """Renew this engine's leases, offer, and take; returns what it owns.
@@ -179,6 +189,7 @@ def policy_other_owners(engine_id):
         return sorted(row[0] for row in rows)
 
 
+@_retry_on_deadlock
 def policy_release(engine_id):
     """Give up this engine's policies so another may claim them at once."""
     with _facade.writer.using(_Session()) as session:
@@ -189,6 +200,7 @@ def policy_release(engine_id):
                 synchronize_session=False)
 
 
+@_retry_on_deadlock
 def policy_set_suspended(policy_id, suspended, grace_seconds=0):
     """Follow the stack's suspend/resume; True if the policy exists.
 
@@ -255,6 +267,7 @@ def policy_set_braked(engine_id, policy_id, generation, reason):
                 synchronize_session=False))
 
 
+@_retry_on_deadlock
 def policy_set_paused(policy_ids, pause, user, reason=None):
     """Pause these policies' healing, or resume it, for ``user``.
 
@@ -315,6 +328,7 @@ def leftovers(recovery, marked=True):
     return left or None
 
 
+@_retry_on_deadlock
 def target_reset(stack_id, resource_name, reason):
     """A user said the resource is healthy: forget its failure.
 

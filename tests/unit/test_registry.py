@@ -10,6 +10,7 @@ from heat.db import api as heat_db
 from heat.engine import stack as heat_stack
 from heat.engine import template
 from heat.tests import utils
+from oslo_db import exception as db_exc
 from oslo_db.sqlalchemy import test_fixtures
 from oslo_utils import timeutils
 from oslotest import base as test_base
@@ -114,6 +115,22 @@ class ClaimTestCase(base.HeatHealthTestCase):
         one = registry.Registry('engine-1', lease_seconds=30)
         self.assertEqual(['p2'], [p.id for p in one.claim(policy_id='p2')])
         self.assertIsNone(policy_object.Policy.get('p1').engine_id)
+
+    def test_claim_lost_to_a_deadlock_runs_again(self):
+        """Engines claiming at once on MySQL: the loser is not an error."""
+        _policy('p1')
+        one = registry.Registry('engine-1', lease_seconds=30)
+        utcnow = timeutils.utcnow
+        deadlocks = [db_exc.DBDeadlock()]
+
+        def now_or_deadlock(*args, **kwargs):
+            if deadlocks:
+                raise deadlocks.pop()
+            return utcnow(*args, **kwargs)
+        with mock.patch.object(timeutils, 'utcnow', now_or_deadlock):
+            self.assertEqual(['p1'], [p.id for p in one.claim()])
+        self.assertEqual([], deadlocks)
+        self.assertEqual('engine-1', policy_object.Policy.get('p1').engine_id)
 
     def test_delete_removes_targets(self):
         _policy('p1')
