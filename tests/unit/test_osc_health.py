@@ -250,6 +250,24 @@ class TestFollowHealthEvents(CommandTestCase):
         outside.assert_not_called()
         self.assertIs(outside, signal.getsignal(signal.SIGTERM))
 
+    def test_sigint_stops_it_where_the_shell_ignored_sigint(self):
+        """Started in the background by a shell: Ctrl-C still ends it."""
+        original = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        self.addCleanup(signal.signal, signal.SIGINT, original)
+        self.client.events.return_value = []
+        interrupts = []
+
+        def ctrl_c(seconds):
+            assert not interrupts, 'the follow went on after Ctrl-C'
+            interrupts.append(seconds)
+            os.kill(os.getpid(), signal.SIGINT)
+        self.sleep.side_effect = ctrl_c
+
+        rc, _ = self.run_command(health.ListHealthEvents, ['web', '--follow'])
+
+        self.assertEqual(0, rc)
+        self.assertIs(signal.SIG_IGN, signal.getsignal(signal.SIGINT))
+
 
 class TestPauseResume(CommandTestCase):
 

@@ -236,7 +236,10 @@ class ListHealthEvents(command.Lister):
         write = _line_writer(parsed_args.formatter,
                              [column_names[i] for i in keep], self.app.stdout)
         stdout = self.app.stdout
-        previous = signal.signal(signal.SIGTERM, _interrupt)
+        # Interrupted ends it, even where SIGINT came in ignored (a
+        # command started in the background by a shell).
+        previous = {signum: signal.signal(signum, _interrupt)
+                    for signum in (signal.SIGINT, signal.SIGTERM)}
         try:
             stdout.flush()
             for row in data:
@@ -245,7 +248,8 @@ class ListHealthEvents(command.Lister):
         except KeyboardInterrupt:
             pass
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
         return 0
 
 
