@@ -75,7 +75,7 @@ class _Change(object):
     __slots__ = ('target', 'old', 'decision', 'at', 'generation',
                  'observation', 'columns')
 
-    def __init__(self, target, decision, at, observation, noise=0.0):
+    def __init__(self, target, decision, at, observation, rnd=None):
         self.target = target
         self.old = target.state
         self.decision = decision
@@ -87,8 +87,8 @@ class _Change(object):
                 self.old in states.IN_RECOVERY):
             # The attempt ended by healing: should the server fail again,
             # the next attempt waits its back-off from now.
-            delay = target.policy.spec.recovery.backoff(target.attempts,
-                                                        noise)
+            delay = target.policy.spec.recovery.backoff(
+                target.attempts, rnd.uniform(-1, 1) if rnd else 0.0)
             self.columns['next_attempt_at'] = at + datetime.timedelta(
                 seconds=delay)
 
@@ -363,7 +363,7 @@ class Tracker(object):
             return None
         self._inflight.add(target.id)
         return _Change(target, result.decision, now,
-                       self._dirty.get(target.id), self._rnd.uniform(-1, 1))
+                       self._dirty.get(target.id), self._rnd)
 
     # Recovery: the planner reads, the recovery loop writes through here
 
