@@ -98,7 +98,7 @@ class Engine(object):
         self.loop = loop_mod.RecoveryLoop(
             self.id, self.tracker, world.heat, blind=self._blind,
             drainer=self.drainer, conf=conf, clock=world.clock.now,
-            rnd=random.Random(self.seed), executor=self.executor)
+            executor=self.executor)
         self._policies = {}      # id -> Policy
         self._generations = {}   # id -> generation
         self._targets = {}       # policy id -> [Target]

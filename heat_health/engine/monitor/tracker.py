@@ -83,10 +83,10 @@ class _Change(object):
         self.generation = target.policy.generation
         self.observation = observation
         self.columns = {}
-        if (decision.state == states.HEALTHY and target.attempts and
-                self.old in states.IN_RECOVERY):
-            # The attempt ended by healing: should the server fail again,
-            # the next attempt waits its back-off from now.
+        if (self.old in states.IN_RECOVERY and target.attempts and
+                decision.state in (states.HEALTHY, states.UNHEALTHY)):
+            # The attempt ended, healed or failed: the next one waits its
+            # back-off from now.
             delay = target.policy.spec.recovery.backoff(
                 target.attempts, rnd.uniform(-1, 1) if rnd else 0.0)
             self.columns['next_attempt_at'] = at + datetime.timedelta(
@@ -393,11 +393,11 @@ class Tracker(object):
                 return False
             self._inflight.add(target.id)
             change = _Change(target, states.Decision(state, reason, source),
-                             at, None)
+                             at, None, self._rnd)
         row = self._row(change)
         if not announce:
             row['event'] = None
-        columns = dict(columns or {})
+        columns = dict(change.columns, **(columns or {}))
         row['target'].update(columns)
         try:
             done = db_api.target_transition(self.engine_id, [row])

@@ -33,7 +33,6 @@ target until it is undone, across attempts and give-ups.
 
 import concurrent.futures
 import datetime
-import random
 import threading
 
 from oslo_config import cfg
@@ -106,7 +105,7 @@ class RecoveryLoop(recreate.RecreateStages):
     def __init__(self, engine_id, tracker, replacer,
                  blind=lambda policy_id: None,
                  actions=None, drainer=None, conf=cfg.CONF,
-                 clock=timeutils.utcnow, rnd=None, executor=None):
+                 clock=timeutils.utcnow, executor=None):
         self.engine_id = engine_id
         self.tracker = tracker
         self.replacer = replacer
@@ -115,7 +114,6 @@ class RecoveryLoop(recreate.RecreateStages):
         self._drainer = drainer
         self._clients = {}       # stack id -> (NovaActions, expiry)
         self._clock = clock
-        self._rnd = rnd or random.Random()
         self._limit = conf.heat_health.max_concurrent_recoveries
         self._tick = conf.heat_health.monitor_tick
         self._pool = executor or concurrent.futures.ThreadPoolExecutor(
@@ -483,13 +481,6 @@ class RecoveryLoop(recreate.RecreateStages):
 
     # Ending an attempt
 
-    def _backoff_columns(self, policy, recovery, now):
-        """When the next attempt may start: counted from this one's end."""
-        delay = policy.spec.recovery.backoff(recovery.get('attempt') or 1,
-                                             self._rnd.uniform(-1.0, 1.0))
-        return {'recovery': recovery,
-                'next_attempt_at': now + datetime.timedelta(seconds=delay)}
-
     def _failed(self, policy, target, why, force_recreate=False,
                 retry_same=False):
         """The action did not go through: back to UNHEALTHY to escalate."""
@@ -508,8 +499,7 @@ class RecoveryLoop(recreate.RecreateStages):
         reason = 'recovery failed: %s' % why
         now = self._clock()
         if self.tracker.store_step(target, target.state, states.UNHEALTHY,
-                                   reason, self._backoff_columns(
-                                       policy, recovery, now), at=now):
+                                   reason, {'recovery': recovery}, at=now):
             self.timeline.heat_event(target, 'FAILED', reason)
 
     def _escalate(self, policy, target, step):
@@ -522,8 +512,7 @@ class RecoveryLoop(recreate.RecreateStages):
         now = self._clock()
         if self.tracker.store_step(target, states.VERIFYING,
                                    states.UNHEALTHY, reason,
-                                   self._backoff_columns(policy, recovery,
-                                                         now), at=now):
+                                   {'recovery': recovery}, at=now):
             self.timeline.heat_event(target, 'FAILED', reason)
             self.wake()
 
