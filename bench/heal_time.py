@@ -1,6 +1,10 @@
-"""Time to heal: fault -> action issued -> healthy again, per detection path.
+"""Time to heal: fault -> action issued -> healthy again, per path.
 
-Two paths, each on a stack of its own made from
+Three paths, chosen with --paths: power-off and hang (the default) heal
+one server at a time where it is; recreate replaces servers of one group
+that fail together.
+
+The power-off and hang paths, each on a stack of its own made from
 tests/functional/templates/heal_group.yaml (a ResourceGroup of --servers
 servers and an OS::Heat::HealthPolicy with the default state-aware
 recovery ladder):
@@ -49,17 +53,77 @@ p50 and max of each figure, and whether every action was issued within
 are deleted at the end, also on Ctrl-C. Runs against the local deployment
 (``tools/localcloud up``) and stops by itself.
 
+The recreate path, time to replace servers that fail together: RECREATE
+of 1, 2, 5 at once.
+
+heat-health replaces a broken server with RECREATE: its load balancer
+members are drained, its resource is marked CHECK_FAILED and heat-engine
+is asked for one stack update (existing), which makes a new server; the
+pool follows and the new server is verified. Servers of one stack marked
+together are replaced by ONE update. This measures how the time to
+replace grows when N servers of one AutoScalingGroup behind an Octavia
+pool fail at the same moment.
+
+For each N of --counts and each of --rounds rounds, a stack of its own
+is made from tests/functional/templates/lb_recreate.yaml: N + 2 servers,
+each on the network with a port of its own, detection by
+LIFECYCLE_EVENTS (fakecloud's notifications on the real RabbitMQ) and
+NODE_STATUS_POLLING, recovery
+RECREATE alone with ``max_concurrent`` N and a ``max_unhealthy_fraction``
+above N of the group, so that the brake never engages. Once every target
+is HEALTHY, without attempts and past its grace, and the pool holds one
+member per server, fakecloud's ``crash_to_error`` fault is injected on N
+servers at once (one thread each). Then, every --poll seconds until every
+failed server is replaced, its new server verified HEALTHY and in the
+pool, and the stack UPDATE_COMPLETE (or --timeout), the benchmark reads:
+
+* the health events (``GET .../health/events`` after the last one seen):
+  detected (-> UNHEALTHY), drained (-> DRAINED), fenced, marked
+  CHECK_FAILED, stack update requested, verified (VERIFYING -> HEALTHY
+  of the new server at the same place). Event times are whole seconds:
+  each is narrowed to the interval between the last read that did not
+  show it and the first that did, and the middle is used;
+* the new server at each place: fakecloud's ``created`` entry of the
+  server Heat named as it named the failed one (its place), else the
+  health report's targets;
+* the pool's members in Octavia: the replacement's address with weight
+  > 0 (read once the new server is ACTIVE; where a replacement takes the
+  old server's port the member keeps its address), the old member gone
+  (its member id no longer listed; a member id kept for the new server is
+  shown as such);
+* the stack's status;
+* fakecloud's timeline: the fault (t0 of each server) and the new
+  server's ``active`` entry.
+
+All times are the host's clock (fakecloud runs beside the benchmark).
+Throughout, no member at a failed server's address may have weight > 0
+after it was drained and before its replacement is ACTIVE: such reads are
+counted as violations. The stack updates are Heat's own UPDATE
+IN_PROGRESS events of the stack after the faults, and the distinct
+"stack update (existing) requested" batches of the health events.
+
+Prints one line per round and, per N, p50 and max of the seconds from the
+fault to each milestone (all in pool and stack COMPLETE per round, the
+others per server), the updates per round, the split of the time between
+the steps (p50), and the ratios of N=2 and N=5 to N=1 for every
+replacement in the pool and the stack COMPLETE against the targets (2 at
+once within 1.2x of one, 5 within 1.5x; one server back in the pool
+within 4 s, p50). Stacks are deleted after each round, also on Ctrl-C.
+Runs against the local deployment (``tools/localcloud up``) and stops by
+itself.
+
     python bench/heal_time.py [--incidents 20] [--servers 4]
         [--paths power-off,hang] [--poll 0.1] [--spread S] [--timeout 120]
+    python bench/heal_time.py --paths recreate [--counts 1,2,5] [--rounds 3]
+        [--poll 0.1] [--timeout 180]
 """
 
 import argparse
-import datetime
+import functools
 import json
 import pathlib
 import random
 import signal
-import statistics
 import sys
 import time
 import uuid
@@ -68,13 +132,18 @@ from keystoneauth1 import exceptions as ks_exceptions
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / 'bench'))
 
+import heal_common as common  # noqa: E402
+import recreate_rounds  # noqa: E402
 from tests.functional import cloud as localcloud  # noqa: E402
 
 TEMPLATE = localcloud.TEMPLATES / 'heal_group.yaml'
 TARGET_SECONDS = 1.0
 # Every incident starts as a first attempt (see the docstring).
 RECOVERY = {'healthy_reset': 0}
+# Seconds an incident has to heal, unless --timeout says otherwise.
+TIMEOUT = 120
 
 
 class Path(object):
@@ -101,10 +170,8 @@ PATHS = {p.name: p for p in [
              'poll_url_retry_limit': 0,
              'poll_url_timeout': 1}}], 'reboot'),
 ]}
-
-
-class Interrupted(Exception):
-    pass
+# The path whose servers fail together: bench/recreate_rounds.py.
+RECREATE = 'recreate'
 
 
 class IncidentFailed(Exception):
@@ -119,34 +186,10 @@ class NoReport(IncidentFailed):
 
 def create_stack(demo, made, path, servers):
     name = 'heal-time-%s-%s' % (path.name, uuid.uuid4().hex[:8])
-    made.append(name)
     params = ['count=%d' % servers, 'modes=%s' % json.dumps(path.modes),
               'recovery=%s' % json.dumps(RECOVERY)]
-    args = ['stack', 'create', '--wait', '-t', str(TEMPLATE)]
-    for param in params:
-        args += ['--parameter', param]
-    demo.run(*(args + [name]))
-    stack = demo.json('stack', 'show', name)
-    if stack['stack_status'] != 'CREATE_COMPLETE':
-        raise RuntimeError('stack %s is %s: %s' % (
-            name, stack['stack_status'], stack.get('stack_status_reason')))
-    return stack
-
-
-def delete_stacks(demo, made, tries=5):
-    """Delete the stacks made, trying again while the API is away."""
-    for name in made:
-        for attempt in range(1, tries + 1):
-            result = demo.run('stack', 'delete', '--yes', '--wait', name,
-                              check=False)
-            gone = demo.run('stack', 'show', name, check=False)
-            if gone.returncode != 0 and 'not found' in gone.stderr.lower():
-                break
-            if attempt == tries:
-                print('could not delete stack %s: %s'
-                      % (name, (result.stderr or gone.stderr).strip()))
-            else:
-                time.sleep(5)
+    return common.create_stack(demo, made, TEMPLATE, name, params,
+                               RuntimeError)
 
 
 def read_report(demo, stack, patience=60):
@@ -160,24 +203,6 @@ def read_report(demo, stack, patience=60):
                 raise NoReport('no health report: %s' % e)
             print('  (health report: %s; trying again)' % e)
             time.sleep(2)
-
-
-def policy_of(report):
-    policy, = report['policies']
-    return policy
-
-
-def last_seq(admin):
-    return admin.session.get(admin.fakecloud_url(
-        '/timeline?since_seq=%d' % 2 ** 62)).json()['last_seq']
-
-
-def timeline(admin, since_seq, server_id=None):
-    query = 'since_seq=%d' % since_seq
-    if server_id is not None:
-        query += '&server_id=%s' % server_id
-    return admin.session.get(admin.fakecloud_url(
-        '/timeline?' + query)).json()['timeline']
 
 
 def api_faults(admin):
@@ -200,42 +225,16 @@ def wait_no_api_faults(admin, timeout):
         faults = api_faults(admin)
 
 
-def epoch(iso):
-    when = datetime.datetime.fromisoformat(iso)
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=datetime.timezone.utc)
-    return when.timestamp()
-
-
 def wait_ready(demo, stack, count, timeout):
     """Every target HEALTHY, no attempt counted, past its grace, no brake.
 
     Returns the targets, ordered by their place in the group.
     """
-    deadline = time.time() + timeout
-    why = 'no report'
-    while time.time() < deadline:
-        policy = policy_of(read_report(demo, stack))
-        targets = sorted(policy['targets'], key=lambda t: t['path'])
-        graces = [epoch(t['grace_until']) for t in targets
-                  if t['grace_until']]
-        # grace_until is in whole seconds: one more to be past it.
-        grace = max(graces) + 1 if graces else 0
-        if len(targets) != count:
-            why = '%d targets of %d' % (len(targets), count)
-        elif policy['braked']:
-            why = 'braked: %s' % policy['braked']
-        elif any(t['state'] != 'HEALTHY' or t['attempts']
-                 for t in targets):
-            why = ', '.join('%s %s (%s attempts)' % (
-                t['path'], t['state'], t['attempts']) for t in targets)
-        elif time.time() < grace:
-            time.sleep(grace - time.time())
-            continue
-        else:
-            return targets
-        time.sleep(0.5)
-    raise IncidentFailed('not ready within %ss: %s' % (timeout, why))
+    targets = common.wait_ready(
+        lambda: common.policy_of(read_report(demo, stack)), count, timeout,
+        IncidentFailed, lambda t: '%s %s (%s attempts)' % (
+            t['path'], t['state'], t['attempts']))
+    return [t for _p, t in sorted(targets.items())]
 
 
 # One incident
@@ -243,33 +242,6 @@ def wait_ready(demo, stack, count, timeout):
 def _key(event):
     return (event['server_id'], event['old_state'], event['new_state'],
             event['reason'], event['time'])
-
-
-class Seen(object):
-    """An event of the report, its time narrowed by the polls around it."""
-
-    def __init__(self, event, not_before, not_after):
-        self.event = event
-        floor = epoch(event['time'])
-        # Whole seconds unless the database kept a fraction.
-        ceiling = floor + (1.0 if floor == int(floor) else 0.0)
-        self.low = max(floor, min(not_before, ceiling))
-        self.high = min(ceiling, max(not_after, floor))
-
-    def narrow(self, after=None, before=None):
-        """What else is known: it came after, or before, that time."""
-        if after is not None and self.low < after <= self.high:
-            self.low = after
-        if before is not None and self.low <= before < self.high:
-            self.high = before
-
-    @property
-    def at(self):
-        return (self.low + self.high) / 2
-
-    @property
-    def width(self):
-        return self.high - self.low
 
 
 class Incident(object):
@@ -349,7 +321,7 @@ class Incident(object):
 
 
 def run_incident(demo, admin, stack, path, incident, poll, timeout):
-    seq = last_seq(admin)
+    seq = common.last_seq(admin)
     before = {_key(e) for e in read_report(demo, stack)['events']}
     previous = time.time()
     response = admin.inject_fault(incident.server_id, path.fault)
@@ -364,7 +336,7 @@ def run_incident(demo, admin, stack, path, incident, poll, timeout):
         report = read_report(demo, stack,
                              patience=max(deadline - started, 0))
         answered = time.time()
-        owner = policy_of(report)['engine_id']
+        owner = common.policy_of(report)['engine_id']
         if owner not in incident.owners:
             incident.owners.append(owner)
         for event in reversed(report['events']):
@@ -372,20 +344,20 @@ def run_incident(demo, admin, stack, path, incident, poll, timeout):
             if key in before or key in seen:
                 continue
             seen.add(key)
-            incident.events.append(Seen(event, previous, answered))
+            incident.events.append(common.Seen(event, previous, answered))
         previous = started
         healed = (incident.first('HEALTHY', 'VERIFYING') is not None and
                   all(t['state'] == 'HEALTHY'
-                      for t in policy_of(report)['targets']))
+                      for t in common.policy_of(report)['targets']))
         if healed:
             break
         time.sleep(max(0.0, poll - (time.time() - started)))
-    incident.entries = timeline(admin, seq, incident.server_id)
+    incident.entries = common.timeline(admin, seq, incident.server_id)
     # Faults of the whole API, made by others meanwhile: they disturb
     # what is timed (the brake holds recoveries while Nova errs).
     incident.disturbed = sorted({
         'API-wide fault %s' % e['event'][len('fault:'):]
-        for e in timeline(admin, seq)
+        for e in common.timeline(admin, seq)
         if e['server_id'] is None and e['event'].startswith('fault:')})
     if len(incident.owners) > 1:
         # Another engine took the policy over meanwhile (an engine
@@ -454,12 +426,12 @@ def summary(path, incidents, done, servers, poll):
     print('  %-34s %8s %8s' % ('seconds', 'p50', 'max'))
     for row in ROWS:
         values = [figures[row] for _i, figures in done]
-        print('  %-34s %8.2f %8.2f' % (row, statistics.median(values),
-                                       max(values)))
-    widths = [w for incident, _f in done for w in incident.widths]
+        p50, worst, _n = common.p50_max(values)
+        print('  %-34s %8.2f %8.2f' % (row, p50, worst))
+    p50, worst, _n = common.p50_max(
+        w for incident, _f in done for w in incident.widths)
     print('  (report events in whole seconds, placed by polling it every '
-          '%.2f s: uncertainty p50 %.2f s, max %.2f s)'
-          % (poll, statistics.median(widths), max(widths)))
+          '%.2f s: uncertainty p50 %.2f s, max %.2f s)' % (poll, p50, worst))
     actions = sorted({incident.action for incident, _f in done})
     holds = sum(1 for incident, _f in done if incident.holds)
     several = sum(1 for incident, _f in done if incident.attempts > 1 or
@@ -491,7 +463,7 @@ def run_path(demo, admin, made, path, args, incidents, done):
     begin = time.time()
     stack = create_stack(demo, made, path, args.servers)
     targets = wait_ready(demo, stack, args.servers, args.timeout)
-    policy = policy_of(read_report(demo, stack))
+    policy = common.policy_of(read_report(demo, stack))
     interval = policy['interval']
     path.title += ', interval %d s' % interval
     spread = interval if args.spread is None else args.spread
@@ -512,7 +484,7 @@ def run_path(demo, admin, made, path, args, incidents, done):
             print('  stopping %s: %s' % (path.name, e))
             break
         incident = Incident(number, targets[(number - 1) % len(targets)])
-        owner = policy_of(read_report(demo, stack))['engine_id']
+        owner = common.policy_of(read_report(demo, stack))['engine_id']
         if owner != owners[-1]:
             owners.append(owner)
             print('  the policy is now watched by engine %s' % owner)
@@ -534,59 +506,89 @@ def run_path(demo, admin, made, path, args, incidents, done):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--incidents', type=int, default=20,
-                        help='incidents per path')
-    parser.add_argument('--servers', type=int, default=4,
-                        help='servers in each stack\'s group')
     parser.add_argument('--paths', default='power-off,hang',
-                        help='comma-separated, of: %s' % ', '.join(PATHS))
+                        help='comma-separated, of: %s' % ', '.join(
+                            list(PATHS) + [RECREATE]))
+    parser.add_argument('--incidents', type=int, default=20,
+                        help='incidents per path (power-off, hang)')
+    parser.add_argument('--servers', type=int, default=4,
+                        help='servers in each stack\'s group (power-off, '
+                             'hang)')
+    parser.add_argument('--counts', default='1,2,5',
+                        help='recreate: comma-separated: servers failing '
+                             'at once')
+    parser.add_argument('--rounds', type=int, default=3,
+                        help='recreate: rounds per count')
     parser.add_argument('--poll', type=float, default=0.1,
-                        help='seconds between reads of the health report')
+                        help='seconds between reads of the health report '
+                             '(recreate: between two reads)')
     parser.add_argument('--spread', type=float, default=None,
                         help='most seconds of the random pause before a '
                              'fault (default: the policy\'s interval)')
     parser.add_argument('--seed', type=int, default=None,
                         help='seed of the random pauses')
-    parser.add_argument('--timeout', type=int, default=120,
-                        help='seconds an incident has to heal (and the '
-                             'servers to be ready)')
+    parser.add_argument('--timeout', type=int, default=None,
+                        help='seconds an incident has to heal, or a '
+                             'recreate round to replace its servers (and '
+                             'the servers to be ready); default %d, %d for '
+                             'recreate' % (TIMEOUT, recreate_rounds.TIMEOUT))
     args = parser.parse_args()
     names = [name.strip() for name in args.paths.split(',')]
-    unknown = [name for name in names if name not in PATHS]
+    unknown = [name for name in names
+               if name not in PATHS and name != RECREATE]
     if unknown:
         parser.error('--paths: unknown %s' % ', '.join(unknown))
-    paths = [PATHS[name] for name in names]
-    if args.servers < 2:
+    if args.servers < 2 and any(name in PATHS for name in names):
         parser.error('--servers: at least 2')
+    try:
+        counts = [int(c) for c in args.counts.split(',')]
+    except ValueError:
+        parser.error('--counts: integers, comma-separated')
+    if any(c < 1 for c in counts):
+        parser.error('--counts: at least 1')
+    recreate_timeout = args.timeout
+    if args.timeout is None:
+        recreate_timeout = recreate_rounds.TIMEOUT
+        args.timeout = TIMEOUT
 
     demo = localcloud.Cloud('demo')
     admin = localcloud.Cloud('admin')
     made = []
-    results = []
+    # What each path prints once every path has run, in their order.
+    reports = []
 
     def interrupted(signum, frame):
-        raise Interrupted()
+        raise common.Interrupted()
     signal.signal(signal.SIGTERM, interrupted)
     # Ctrl-C cleans up also when started where SIGINT was ignored.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        for path in paths:
+        for name in names:
+            if name == RECREATE:
+                results = []
+                reports.append(functools.partial(
+                    recreate_rounds.report, results, args.poll))
+                recreate_rounds.run(demo, admin, made, counts, args.rounds,
+                                    args.poll, recreate_timeout, results)
+                continue
+            path = PATHS[name]
             incidents, done = [], []
-            results.append((path, incidents, done))
+            reports.append(functools.partial(
+                summary, path, incidents, done, args.servers, args.poll))
             try:
                 run_path(demo, admin, made, path, args, incidents, done)
             except (IncidentFailed, localcloud.CommandFailed, RuntimeError,
                     ks_exceptions.ClientException) as e:
                 print('%s: stopped: %s' % (path.name, e))
-    except (KeyboardInterrupt, Interrupted):
+    except (KeyboardInterrupt, common.Interrupted):
         print('interrupted: cleaning up')
     finally:
         # Not interrupted again while removing what was made.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        delete_stacks(demo, made)
-    for path, incidents, done in results:
-        summary(path, incidents, done, args.servers, args.poll)
+        common.delete_stacks(demo, made)
+    for report in reports:
+        report()
 
 
 if __name__ == '__main__':

@@ -40,10 +40,21 @@ def main():
     taken, runs, failed = 0, 0, []
     seed = args.seed
     started = time.monotonic()
+    crashed = []
     while taken < args.steps:
-        result = explore.explore(seed, min(args.run_steps,
-                                           args.steps - taken),
-                                 engines=args.engines)
+        steps = min(args.run_steps, args.steps - taken)
+        try:
+            result = explore.explore(seed, steps, engines=args.engines)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as error:
+            # The explorer itself broke: named by its seed, never the end
+            # of a long run.
+            crashed.append((seed, repr(error)))
+            taken += steps
+            runs += 1
+            seed += 1
+            continue
         taken += result.steps
         runs += 1
         if result.violation:
@@ -53,6 +64,8 @@ def main():
     print('%d steps in %d runs (seeds %d-%d) in %.1fs: %.0f steps/s' % (
         taken, runs, args.seed, seed - 1, spent, taken / spent))
     print('%d runs broke an invariant' % len(failed))
+    for crashed_seed, error in crashed:
+        print('  seed %d: the explorer raised %s' % (crashed_seed, error))
     for result in failed:
         print('  seed %d, step %d: %s' % (result.seed, result.steps,
                                           result.violation))
@@ -60,7 +73,7 @@ def main():
         print('first violation:')
         print(failed[0].report())
         return 1
-    return 0
+    return 1 if crashed else 0
 
 
 if __name__ == '__main__':

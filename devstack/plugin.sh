@@ -28,6 +28,10 @@ HEAT_HEALTH_PASTE_SNIPPET=$HEAT_HEALTH_ETC_DIR/api-paste-filter.ini
 HEAT_HEALTH_PASTE_FILTER=heat_health
 # Paste section holding Heat's API pipelines, one key per flavor.
 HEAT_HEALTH_PASTE_COMPOSITE=composite:api
+# Filters of those pipelines that authenticate the request.  The filter goes
+# after the last of these, "context" and "faultwrap": it must see only
+# authenticated requests, and faultwrap must render its errors.
+HEAT_HEALTH_PASTE_AUTH_FILTERS="authtoken authpassword custombackendauth noauth"
 
 
 # Helpers
@@ -38,6 +42,15 @@ function _heat_health_trim {
     local text=$1
     text=${text#"${text%%[![:space:]]*}"}
     echo "${text%"${text##*[![:space:]]}"}"
+}
+
+# _heat_health_pipeline_flavors: the flavors of Heat's API pipelines (the
+# keys of their composite but paste's own, such as paste.composite_factory)
+function _heat_health_pipeline_flavors {
+    local key
+    for key in $(_heat_health_ini_keys "$HEAT_API_PASTE_FILE" "$HEAT_HEALTH_PASTE_COMPOSITE"); do
+        [[ $key == *.* || $key == use ]] || echo "$key"
+    done
 }
 
 # _heat_health_ini_keys <file> <section>: the option names of a section
@@ -71,10 +84,35 @@ function _heat_health_snippet_sections {
     sed -n 's/^[[:space:]]*\[\(.*\)\][[:space:]]*$/\1/p' "$HEAT_HEALTH_PASTE_SNIPPET"
 }
 
-# _heat_health_paste_insert: define the filter and put it right after
-# "context" in every pipeline of Heat's API that has one
+# _heat_health_paste_place <pipeline>: the pipeline with the filter right
+# after the last of faultwrap, context and the authentication filter; fails,
+# printing the pipeline without the filter, when one of them is missing
+function _heat_health_paste_place {
+    local word after=0 auth="" context="" faultwrap="" words=() placed
+    for word in $1; do
+        [[ $word == "$HEAT_HEALTH_PASTE_FILTER" ]] && continue
+        words+=("$word")
+        case " $HEAT_HEALTH_PASTE_AUTH_FILTERS " in
+            *" $word "*) auth=1; after=${#words[@]} ;;
+        esac
+        case $word in
+            context) context=1; after=${#words[@]} ;;
+            faultwrap) faultwrap=1; after=${#words[@]} ;;
+        esac
+    done
+    if [[ -z $auth || -z $context || -z $faultwrap ]]; then
+        echo "${words[*]}"
+        return 1
+    fi
+    placed=("${words[@]:0:after}" "$HEAT_HEALTH_PASTE_FILTER" "${words[@]:after}")
+    echo "${placed[*]}"
+}
+
+# _heat_health_paste_insert: define the filter and place it in every pipeline
+# of Heat's API that authenticates, sets a context and wraps faults (moved
+# there if an earlier version placed it elsewhere)
 function _heat_health_paste_insert {
-    local section="" line key value flavor pipeline word new
+    local section="" line key value flavor pipeline new
     while IFS= read -r line || [[ -n $line ]]; do
         [[ $line =~ ^[[:space:]]*([#\;]|$) ]] && continue
         if [[ $line =~ ^[[:space:]]*\[(.*)\][[:space:]]*$ ]]; then
@@ -86,16 +124,13 @@ function _heat_health_paste_insert {
         iniset "$HEAT_API_PASTE_FILE" "$section" "$key" "$value"
     done <"$HEAT_HEALTH_PASTE_SNIPPET"
 
-    for flavor in $(_heat_health_ini_keys "$HEAT_API_PASTE_FILE" "$HEAT_HEALTH_PASTE_COMPOSITE"); do
-        pipeline=" $(iniget "$HEAT_API_PASTE_FILE" "$HEAT_HEALTH_PASTE_COMPOSITE" "$flavor") "
-        [[ $pipeline == *" context "* ]] || continue
-        [[ $pipeline == *" $HEAT_HEALTH_PASTE_FILTER "* ]] && continue
-        new=""
-        for word in $pipeline; do
-            new+=" $word"
-            [[ $word == context ]] && new+=" $HEAT_HEALTH_PASTE_FILTER"
-        done
-        iniset "$HEAT_API_PASTE_FILE" "$HEAT_HEALTH_PASTE_COMPOSITE" "$flavor" "${new# }"
+    for flavor in $(_heat_health_pipeline_flavors); do
+        pipeline=$(iniget "$HEAT_API_PASTE_FILE" "$HEAT_HEALTH_PASTE_COMPOSITE" "$flavor")
+        if ! new=$(_heat_health_paste_place "$pipeline"); then
+            warn $LINENO "heat-health: the $flavor pipeline of $HEAT_API_PASTE_FILE lacks faultwrap, context or an authentication filter: heat_health left out of it"
+        fi
+        [[ $new == "$pipeline" ]] && continue
+        iniset "$HEAT_API_PASTE_FILE" "$HEAT_HEALTH_PASTE_COMPOSITE" "$flavor" "$new"
     done
 }
 
@@ -103,7 +138,7 @@ function _heat_health_paste_insert {
 function _heat_health_paste_remove {
     [[ -f $HEAT_API_PASTE_FILE ]] || return 0
     local flavor pipeline word new section
-    for flavor in $(_heat_health_ini_keys "$HEAT_API_PASTE_FILE" "$HEAT_HEALTH_PASTE_COMPOSITE"); do
+    for flavor in $(_heat_health_pipeline_flavors); do
         pipeline=" $(iniget "$HEAT_API_PASTE_FILE" "$HEAT_HEALTH_PASTE_COMPOSITE" "$flavor") "
         [[ $pipeline == *" $HEAT_HEALTH_PASTE_FILTER "* ]] || continue
         new=""
@@ -130,6 +165,22 @@ function _heat_health_plugin_dirs {
 # Entry points
 # ------------
 
+# _heat_health_poll_networks: where poll URLs may reach, by default the
+# tenant subnets devstack creates
+function _heat_health_poll_networks {
+    if [[ -n $HEAT_HEALTH_POLL_URL_ALLOWED_NETWORKS ]]; then
+        echo "$HEAT_HEALTH_POLL_URL_ALLOWED_NETWORKS"
+        return
+    fi
+    local v4=${IPV4_ADDRS_SAFE_TO_USE:-${FIXED_RANGE:-}}
+    local v6=${IPV6_ADDRS_SAFE_TO_USE:-${FIXED_RANGE_V6:-}}
+    local networks=$v4
+    if [[ -n $v6 ]]; then
+        networks=${networks:+$networks,}$v6
+    fi
+    echo "$networks"
+}
+
 # install_heat_health() - install the package into Heat's python environment
 function install_heat_health {
     setup_develop "$HEAT_HEALTH_DIR"
@@ -154,6 +205,8 @@ function configure_heat_health {
     fi
 
     iniset "$HEAT_CONF" heat_health topic "$HEAT_HEALTH_TOPIC"
+    iniset "$HEAT_CONF" heat_health poll_url_allowed_networks \
+        "$(_heat_health_poll_networks)"
     # Several engines split the policies through tooz: devstack's etcd
     # unless another backend is given.
     local coordination=$HEAT_HEALTH_COORDINATION_URL

@@ -12,8 +12,9 @@ def bad_request(message):
     return _disguised(exc.HTTPBadRequest, message)
 
 
-def forbidden(message):
-    return _disguised(exc.HTTPForbidden, message)
+def forbidden():
+    """Heat's own 403: the same answer whatever was refused, and why."""
+    return exception.HTTPExceptionDisguise(exc.HTTPForbidden())
 
 
 def service_unavailable(message):

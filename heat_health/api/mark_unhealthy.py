@@ -2,9 +2,10 @@
 
 The contract is Heat's own (what heatclient and the ``openstack stack
 resource mark unhealthy`` command send), with messages that name the problem.
-A reason of any length is accepted, as Heat accepts it: Heat keeps it whole
-in the resource (at most 65,535 bytes of it on MySQL) and its first 255
-characters in the event. The body is bounded by Heat's own
+A reason is at most 65,535 bytes of UTF-8: Heat keeps it whole in the
+resource and we in the marking, both TEXT columns on MySQL, which hold no
+more (a longer one would fail there after the request was accepted); Heat's
+event keeps its first 255 characters. The body is bounded by Heat's own
 ``max_json_body_size``.
 """
 
@@ -14,6 +15,7 @@ from heat.common import exception
 from oslo_config import cfg
 
 from heat_health.api import errors
+from heat_health.rpc import api as rpc_api
 
 cfg.CONF.import_opt('max_json_body_size', 'heat.common.wsgi')
 
@@ -102,4 +104,10 @@ def parse_body(raw_body):
         raise errors.bad_request(
             '"%s" is not valid Unicode text: it holds an unpaired '
             'surrogate escape.' % STATUS_REASON)
+    size = len(reason.encode('utf-8'))
+    if size > rpc_api.MAX_REASON_BYTES:
+        raise errors.bad_request(
+            '"%s" is %d bytes long in UTF-8, more than the %d a resource '
+            'status reason holds.' % (STATUS_REASON, size,
+                                      rpc_api.MAX_REASON_BYTES))
     return mark, reason

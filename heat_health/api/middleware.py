@@ -79,18 +79,20 @@ class HealthMiddleware(wsgi.Middleware):
 
     @staticmethod
     def _authorize(req, tenant_id, scope, action):
-        """Heat's own path-project check and registered policy rule."""
+        """Heat's own path-project check and registered policy rule.
+
+        Refused exactly as Heat's routes refuse: one 403 for another
+        project in the path and for a rule that does not allow the call.
+        """
         ctxt = req.context
         if ctxt.is_admin and ctxt.project_id:
             tenant_id = ctxt.project_id
         if ctxt.project_id != tenant_id:
-            raise errors.forbidden('The project in the path is not the '
-                                   'project of the token.')
+            raise errors.forbidden()
         if not ctxt.policy.enforce(context=ctxt, action=action, scope=scope,
                                    target={'project_id': tenant_id},
                                    is_registered_policy=True):
-            raise errors.forbidden('%s:%s is disallowed by policy'
-                                   % (scope, action))
+            raise errors.forbidden()
 
     def mark_unhealthy(self, req, tenant_id, stack_name, stack_id,
                        resource_name):

@@ -80,21 +80,41 @@ detector_opts = [
                default=16, min=1,
                help='Most poll URL checks running at the same time in one '
                     'engine.'),
+    cfg.IntOpt('poll_url_max_workers_per_project',
+               default=0, min=0,
+               help='Most poll URL checks of one project running at the '
+                    'same time in one engine; its further checks wait '
+                    'for one of its own to end, so one project\'s hung '
+                    'servers never hold every worker. 0: a quarter of '
+                    'poll_url_max_workers (at least 1).'),
     cfg.ListOpt('poll_url_allowed_hosts',
                 default=[],
                 help='Hosts (names or IP addresses) a poll URL may name '
                      'besides the target server\'s own addresses, e.g. '
                      '127.0.0.1 where servers\' health endpoints are '
                      'served locally. Any other host is refused: the '
-                     'engine does not probe arbitrary hosts.'),
+                     'engine does not probe arbitrary hosts. A name is '
+                     'resolved by the engine, and every address it '
+                     'resolves to must be allowed by '
+                     'poll_url_allowed_networks. Hosts must be written as '
+                     'names or dotted-decimal or bracketed IPv6 '
+                     'addresses in poll URLs.'),
     cfg.ListOpt('poll_url_allowed_networks',
                 default=[],
-                help='If set, networks (CIDR) every poll URL host must be '
-                     'an IP address of, whatever else allows it: e.g. the '
-                     'ranges of tenant networks, so that the engine never '
-                     'probes the control plane\'s own networks, or '
-                     '127.0.0.0/8 in a test deployment whose servers\' '
-                     'addresses are made up. Host names are then refused.'),
+                help='Where poll URL checks may connect: networks or '
+                     'addresses, each with an optional port '
+                     '(10.0.0.0/16, fd00::/64, 10.0.0.0/16:8080, '
+                     '127.0.0.1:8775, [::1]:8775). Set it to the ranges '
+                     'of the tenant networks. Empty (the default): no '
+                     'poll URL is fetched at all, as the engine cannot '
+                     'tell a tenant\'s address from its own control '
+                     'plane\'s. The host must also be an address of the '
+                     'server or in poll_url_allowed_hosts. Loopback, '
+                     'link-local (metadata) and IPv6 forms that carry '
+                     'an IPv4 address elsewhere are reached only through '
+                     'an entry within that range (127.0.0.1:8775, never '
+                     'through 0.0.0.0/0); unspecified, multicast, '
+                     'broadcast and reserved addresses never.'),
 ]
 
 heat_health_opts.extend(detector_opts)
@@ -130,6 +150,21 @@ monitor_opts = [
                help='Most recoveries one heat-health-engine carries out at '
                     'the same time, all policies together (each policy '
                     'has its own max_concurrent too).'),
+    cfg.IntOpt('max_concurrent_recoveries_per_project',
+               default=5, min=1,
+               help='Most recoveries one heat-health-engine carries out at '
+                    'the same time for the policies of one project, so '
+                    'that one project never takes all of '
+                    'max_concurrent_recoveries (the lower of the two '
+                    'applies).'),
+    cfg.FloatOpt('replacement_gather_seconds',
+                 default=0.5, min=0.0, max=30.0,
+                 help='Seconds a RECREATE whose resource is marked '
+                      'CHECK_FAILED waits for the other RECREATEs of the '
+                      'same stack still fencing or marking, so that they '
+                      'are all replaced by one stack update. A failure '
+                      'found while that update runs joins the next one as '
+                      'soon as it ends.'),
     cfg.FloatOpt('monitor_tick',
                  default=1.0, min=0.1,
                  help='Seconds between two passes of the monitor loop: '

@@ -17,6 +17,8 @@ heat-health-engine share a connection: these are their queries.
 from heat.db import api as heat_db
 from heat.db import models as heat_models
 from oslo_serialization import jsonutils
+import sqlalchemy as sa
+from sqlalchemy import orm
 
 from heat_health.common import lb_members
 
@@ -25,13 +27,23 @@ DATA_DEPARTING = 'departing_server'
 
 
 def departing(ctxt):
-    """Ids of the servers whose departure Heat is deleting now."""
+    """Ids of the servers whose departure Heat is deleting now.
+
+    A departure counts only for a server of its own stack tree: whatever
+    id a departure's data holds, it never takes another stack's (another
+    project's) server out of its pools.
+    """
     R, D = heat_models.Resource, heat_models.ResourceData
+    server = orm.aliased(R)
     with heat_db.context_manager.reader.using(ctxt):
         rows = ctxt.session.query(D.value).join(
-            R, D.resource_id == R.id).filter(
-                D.key == DATA_DEPARTING, R.action == 'DELETE',
-                R.status == 'IN_PROGRESS').all()
+            R, D.resource_id == R.id).join(
+                server, sa.and_(server.physical_resource_id == D.value,
+                                server.root_stack_id == R.root_stack_id,
+                                server.id != R.id)
+        ).filter(
+            D.key == DATA_DEPARTING, R.action == 'DELETE',
+            R.status == 'IN_PROGRESS').all()
     return frozenset(row.value for row in rows)
 
 

@@ -28,6 +28,11 @@ from oslo_serialization import jsonutils
 DATA_SPEC, DATA_MEMBERS = ('lb_spec', 'lb_members')
 SPEC_KEYS = ('pool_id', 'loadbalancer_id', 'protocol_port', 'subnet_id',
              'subnet_cidr', 'targets')
+STATUS_TIMEOUT = 'lb_status_timeout'
+# Longest lb_status_timeout: six times the wait Octavia's own defaults give
+# an amphora to boot (30 retries of 10 s); a load balancer busy for longer
+# is in trouble, and a drain waits no longer for it.
+MAX_STATUS_TIMEOUT = 1800
 
 # Provisioning states in which Octavia refuses changes (409 "immutable").
 PENDING = frozenset(['PENDING_CREATE', 'PENDING_UPDATE', 'PENDING_DELETE'])
@@ -146,12 +151,18 @@ def member_map(current, servers, protocol_port, paths=None):
 def read_data(data):
     """The spec and members of a load balancer's resource data, or None.
 
+    A ``lb_status_timeout`` stored before it had a maximum is read as the
+    maximum.
+
     :param data: {key: stored string} of its resource data.
     """
     try:
         spec = jsonutils.loads(data[DATA_SPEC])
         members = jsonutils.loads(data.get(DATA_MEMBERS) or '{}')
         spec['protocol_port'] = int(spec['protocol_port'])
+        if spec.get(STATUS_TIMEOUT) is not None:
+            spec[STATUS_TIMEOUT] = min(int(spec[STATUS_TIMEOUT]),
+                                       MAX_STATUS_TIMEOUT)
     except (KeyError, TypeError, ValueError):
         return None
     if not (spec.get('pool_id') and isinstance(members, dict)):

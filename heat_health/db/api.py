@@ -242,6 +242,7 @@ def _replaced_by_recovery(row, found, now):
     reason = 'server %s replaced by %s (RECREATE): verifying' % (
         row.server_id, found['server_id'])
     event = {'policy_id': row.policy_id, 'server_id': found['server_id'],
+             'path': row.path,
              'old_state': row.state, 'new_state': 'VERIFYING',
              'reason': reason[:255], 'source': 'recovery',
              'created_at': now}
@@ -265,6 +266,31 @@ def policy_set_braked(engine_id, policy_id, generation, reason):
                 {'braked': reason and reason[:255],
                  'braked_since': reason and now},
                 synchronize_session=False))
+
+
+# A policy's error is at most this long (its column's length).
+POLICY_ERROR_MAX = models.Policy.error.type.length
+
+
+def policy_set_error(engine_id, policy_id, generation, error):
+    """Store why the policy cannot be watched fully (None: it can).
+
+    Only its owner under that generation writes it; the time is kept
+    while the error stays the same. True if written.
+    """
+    error = error and error[:POLICY_ERROR_MAX]
+    with _facade.writer.using(_Session()) as session:
+        query = session.query(models.Policy).filter_by(
+            id=policy_id, engine_id=engine_id, generation=generation)
+        row = query.first()
+        if row is None:
+            return False
+        if row.error == error:
+            return True
+        since = row.error_since if row.error else timeutils.utcnow()
+        return bool(query.update(
+            {'error': error, 'error_since': error and since},
+            synchronize_session=False))
 
 
 @_retry_on_deadlock
@@ -316,16 +342,43 @@ def event_add(events):
 def leftovers(recovery, marked=True):
     """What a finished recovery still has to undo, or None.
 
-    Members it drained and did not restore yet (``drained``), and the
-    server whose resource it marked CHECK_FAILED (``marked_failed``).
+    Members it drained and did not restore yet (``drained``, of the
+    server ``drained_of``), and the server whose resource it marked
+    CHECK_FAILED (``marked_failed``).
     """
     recovery = recovery or {}
     left = {}
     if recovery.get('drained') and not recovery.get('restored'):
         left['drained'] = recovery['drained']
+        if recovery.get('drained_of'):
+            left['drained_of'] = recovery['drained_of']
     if marked and recovery.get('marked_failed'):
         left['marked_failed'] = recovery['marked_failed']
     return left or None
+
+
+def drained_members(pool_ids):
+    """{pool id: {address}} of members a recovery drained and holds so.
+
+    Those drained (recorded before the weight changed) and neither given
+    back nor being given back: whoever sends a pool's full member list
+    sends them at weight 0, whatever weight it read.
+    """
+    wanted = set(pool_ids)
+    found = {}
+    if not wanted:
+        return found
+    T = models.Target
+    with _facade.reader.using(_Session()) as session:
+        rows = session.query(T.recovery).filter(T.recovery.isnot(None))
+        for (recovery,) in rows:
+            recovery = recovery or {}
+            if recovery.get('restored') or recovery.get('restoring'):
+                continue
+            for pool_id, member in (recovery.get('drained') or {}).items():
+                if pool_id in wanted and member:
+                    found.setdefault(pool_id, set()).add(member[0])
+    return found
 
 
 @_retry_on_deadlock
@@ -347,7 +400,7 @@ def target_reset(stack_id, resource_name, reason):
         for row in rows:
             session.add(models.Event(
                 policy_id=row.policy_id, server_id=row.server_id,
-                old_state=row.state, new_state='NO_DATA',
+                path=row.path, old_state=row.state, new_state='NO_DATA',
                 reason=reason[:255], source='api', created_at=now))
             row.state = 'NO_DATA'
             row.state_reason = reason[:255]
@@ -484,6 +537,7 @@ def target_sync(policy_id, places, grace_seconds, graced=()):
                                                        found['server_id'])
                 events.append({'policy_id': policy_id,
                                'server_id': found['server_id'],
+                               'path': found['path'],
                                'old_state': row.state,
                                'new_state': 'NO_DATA', 'reason': reason,
                                'source': 'heat', 'created_at': now})

@@ -80,6 +80,10 @@ class Policy(BASE):
     paused_at = sa.Column(sa.DateTime)
     paused_by = sa.Column(sa.String(255))
     paused_reason = sa.Column(sa.String(255))
+    # Why its owner could not watch it fully (its targets could not be
+    # resolved or stored), since when; None while it is watched.
+    error = sa.Column(sa.String(1024))
+    error_since = sa.Column(sa.DateTime)
 
 
 class Target(BASE):
@@ -142,6 +146,9 @@ class Event(BASE):
     id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
     policy_id = sa.Column(sa.String(36), nullable=False)
     server_id = sa.Column(sa.String(36))
+    # The server's place when it happened: the target's row follows the
+    # place to the next server, the timeline keeps the one it was about.
+    path = sa.Column(sa.String(1024))
     old_state = sa.Column(sa.String(16))
     new_state = sa.Column(sa.String(16), nullable=False)
     reason = sa.Column(sa.String(255))

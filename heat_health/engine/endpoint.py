@@ -3,6 +3,7 @@
 import functools
 
 from heat.common import exception
+from heat.objects import stack as stack_object
 from oslo_config import cfg
 from oslo_log import log as logging
 import oslo_messaging
@@ -81,9 +82,10 @@ def mark(ctxt, engine_id, stack, rsrc, mark_unhealthy, reason, source,
         'resource_name': rsrc.name,
         'physical_resource_id': rsrc.resource_id,
         'mark_unhealthy': mark_unhealthy,
-        # What Heat keeps of the reason on MySQL, a TEXT column: at
-        # most 65,535 bytes, whole characters.
-        'reason': reason.encode('utf-8')[:65535].decode('utf-8', 'ignore'),
+        # What a TEXT column holds on MySQL, whole characters (the API
+        # refuses longer reasons; recovery's own are short).
+        'reason': reason.encode('utf-8')[:rpc_api.MAX_REASON_BYTES].decode(
+            'utf-8', 'ignore'),
         'user_id': ctxt.user_id or ctxt.trustor_user_id,
         'project_id': ctxt.project_id or stack.tenant_id,
         'source': source,
@@ -97,6 +99,50 @@ def mark(ctxt, engine_id, stack, rsrc, mark_unhealthy, reason, source,
                       {'res': rsrc.name, 'stack': stack.name,
                        'values': values})
         return None
+
+
+def _check_reason(reason):
+    """Refuse a reason no store of it holds (Heat's resource, our marking)."""
+    if reason is None:
+        return
+    if not isinstance(reason, str):
+        raise exception.Invalid(reason='resource_status_reason is not a '
+                                       'string')
+    size = len(reason.encode('utf-8', 'surrogatepass'))
+    if size > rpc_api.MAX_REASON_BYTES:
+        raise exception.Invalid(
+            reason='resource_status_reason is %d bytes long in UTF-8, more '
+                   'than the %d a resource status reason holds'
+                   % (size, rpc_api.MAX_REASON_BYTES))
+
+
+def _stack_of(ctxt, stack_id):
+    """The stack's record if the caller may act on it, else None.
+
+    Heat's own rule, in Heat's own lookup: a stack of the caller's project
+    (or whose stack user project it is), any stack for an admin (Heat's
+    ``context_is_admin`` policy rule sets ``is_admin``).
+    """
+    return stack_object.Stack.get_by_id(ctxt, stack_id, show_deleted=True,
+                                        eager_load=False)
+
+
+def _policy_of(ctxt, policy_id):
+    """The registered policy if it belongs to the caller's project.
+
+    Another project's policy is answered as an unknown one (None): its
+    existence is not revealed and nothing is done to it.
+    """
+    policy = policy_object.Policy.get(policy_id)
+    if policy is None:
+        return None
+    if ctxt.is_admin or policy.project_id == ctxt.project_id:
+        return policy
+    LOG.warning('Refused a call of project %(caller)s on health policy '
+                '%(id)s of project %(owner)s',
+                {'caller': ctxt.project_id, 'id': policy_id,
+                 'owner': policy.project_id})
+    return None
 
 
 class HealthEndpoint(object):
@@ -131,6 +177,7 @@ class HealthEndpoint(object):
         """
         if not isinstance(mark_unhealthy, bool):
             raise exception.Invalid(reason='mark_unhealthy is not a boolean')
+        _check_reason(resource_status_reason)
         stack, rsrc = resource_locator.find_resource(
             ctxt, stack_identity, resource_name,
             cfg.CONF.heat_health.max_nested_depth)
@@ -170,8 +217,19 @@ class HealthEndpoint(object):
             return {'policy_id': policy['id'], 'expired': True}
         values = dict((key, policy[key]) for key in (
             'id', 'stack_id', 'resource_name', 'spec', 'enabled'))
-        values.update(project_id=ctxt.project_id, user_id=ctxt.user_id)
-        existed = policy_object.Policy.get(values['id']) is not None
+        stack = _stack_of(ctxt, values['stack_id'])
+        if stack is None:
+            raise exception.EntityNotFound(entity='Stack',
+                                           name=values['stack_id'])
+        known = policy_object.Policy.get(values['id'])
+        if known is not None and _policy_of(ctxt, values['id']) is None:
+            # Another project's policy id (an external_id or adopt data):
+            # never taken over, answered as a policy that cannot be made.
+            raise exception.EntityNotFound(entity='Health policy',
+                                           name=values['id'])
+        # The policy belongs to its stack's project, whoever registers it.
+        values.update(project_id=stack.tenant, user_id=ctxt.user_id)
+        existed = known is not None
         policy_object.Policy.create_or_update(
             values, policy_spec.PolicySpec.parse(values['spec']).grace)
         owned = self.registry.claim(policy_id=values['id'])
@@ -198,6 +256,8 @@ class HealthEndpoint(object):
         Heat suspends a policy before the servers it watches and resumes it
         after them, so servers stopped by a suspend are never failures.
         """
+        if _policy_of(ctxt, policy_id) is None:
+            return False
         found = policy_object.Policy.set_suspended(policy_id, suspended)
         LOG.info('Policy %(id)s %(what)s', {
             'id': policy_id,
@@ -206,6 +266,8 @@ class HealthEndpoint(object):
 
     def unregister_policy(self, ctxt, policy_id):
         """Forget a policy and delete its rows; True if it was registered."""
+        if _policy_of(ctxt, policy_id) is None:
+            return False
         self.registry.forget(policy_id)
         existed = policy_object.Policy.delete(policy_id)
         LOG.info('Unregistered policy %s', policy_id)

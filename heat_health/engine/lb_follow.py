@@ -7,13 +7,20 @@ nested stack. heat-health-engine closes that gap, as a reconcile loop:
 read the servers of each load balancer's targets from Heat's database,
 compare them with the members it holds (its resource data), and when they
 differ send one full-state batch update as the stack's owner, wait until
-Octavia took it, and store the new members.
+Octavia took it, and store the new members. Members recovery drained are
+sent at weight 0 from what recovery recorded, not from what was read: a
+drain accepted between the listing and the batch is kept.
 
 A departing server stops counting as soon as Heat starts deleting it, so
 its member goes with the next pass, while Nova is still shutting it down;
 a server with an ``OS::Heat::LoadBalancerDeparture`` stops counting when
 Heat deletes that, before the server (``common.departures``).
-A pass that finds nothing changed asks neither Nova nor Octavia. The
+Passes follow each other every ``PASS_SECONDS``, and every
+``BUSY_PASS_SECONDS`` while a stack action works on a load balancer's
+targets (a replacement waiting for its address, a departure being
+deleted, a scale-out): the pool changes as soon as the server does, not
+at the next pass. Recovery nudges the follower when it asks for a stack
+update. A pass that finds nothing changed asks neither Nova nor Octavia. The
 update is level-triggered and the same from any engine: engines place
 load balancers on the ring as they do policies, and a pass repeated by a
 second engine (no ring, or a ring that just moved) only costs one more
@@ -32,12 +39,16 @@ from oslo_serialization import jsonutils
 
 from heat_health.common import departures
 from heat_health.common import lb_members
+from heat_health.db import api as db_api
 from heat_health.engine import targets as targets_mod
 
 LOG = logging.getLogger(__name__)
 
 # Seconds between two passes.
 PASS_SECONDS = 2.0
+# Seconds between two passes while a stack action works on the targets
+# of a load balancer this engine follows.
+BUSY_PASS_SECONDS = 0.25
 GONE = frozenset(['DELETED', 'SOFT_DELETED'])
 # Seconds a stack's Octavia client is kept (its token checked once).
 CLIENT_SECONDS = 600
@@ -90,17 +101,22 @@ class MemberFollower(object):
         owner (HeatReplacer.octavia_client).
     :param list_servers: server ids -> {id: nova_adapter.Server} (admin).
     :param owns: load balancer uuid -> whether this engine follows it.
+    :param forget_client: stack id -> None, after an error: the next
+        client is made anew (a new token and trust).
     """
 
     def __init__(self, octavia_client, list_servers, owns=lambda uuid: True,
-                 clock=time.monotonic):
+                 clock=time.monotonic, forget_client=lambda stack_id: None):
         self._octavia_client = octavia_client
+        self._forget_client = forget_client
         self._list_servers = list_servers
         self._owns = owns
         self._clock = clock
         self._resolver = targets_mod.Resolver()
         self._clients = {}   # stack id -> (client, expiry)
         self._pending = set()  # resource ids whose batch Octavia applies
+        self._busy = False     # a stack action works on followed targets
+        self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread = None
 
@@ -109,8 +125,13 @@ class MemberFollower(object):
                                         name='heat-health-lb-follower')
         self._thread.start()
 
+    def nudge(self):
+        """A pool may change soon (a stack update was asked): look now."""
+        self._wake.set()
+
     def stop(self):
         self._stopping.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
 
@@ -120,12 +141,15 @@ class MemberFollower(object):
                 self.run_once()
             except Exception:
                 LOG.exception('Load balancer member pass failed; retrying')
-            self._stopping.wait(PASS_SECONDS)
+            self._wake.wait(BUSY_PASS_SECONDS if self._busy
+                            else PASS_SECONDS)
+            self._wake.clear()
 
     def run_once(self):
         ctxt = heat_context.get_admin_context()
         owned = [lb for lb in load_balancers(ctxt) if self._owns(lb.uuid)]
         leaving = departures.departing(ctxt) if owned else frozenset()
+        self._busy = bool(leaving)
         for lb in owned:
             try:
                 self._follow(ctxt, lb, leaving)
@@ -133,6 +157,7 @@ class MemberFollower(object):
                 pass  # Octavia is busy: the next pass sends it again.
             except Exception as ex:
                 self._clients.pop(lb.stack_id, None)
+                self._forget_client(lb.stack_id)
                 LOG.warning('Members of load balancer %(name)s (stack '
                             '%(stack)s) not updated: %(ex)s',
                             {'name': lb.name, 'stack': lb.stack_id,
@@ -159,6 +184,8 @@ class MemberFollower(object):
         swap.
         """
         resolved = self._resolver.resolve(ctxt, [_Targets(lb)])[lb.uuid]
+        if resolved.busy:
+            self._busy = True
         paths = {p['server_id']: p['path'] for p in resolved.places.values()
                  if p['server_id'] not in leaving}
         stored = lb.data['members']
@@ -199,8 +226,13 @@ class MemberFollower(object):
             return
         current = pool.list()
         port = data['protocol_port']
+        # A member drained by recovery stays so, whatever weight the
+        # listing read: a drain accepted after it is never undone.
+        drained = db_api.drained_members([data['pool_id']]).get(
+            data['pool_id'], ())
         members = lb_members.plan(current, data['members'], wanted, port,
-                                  data.get('subnet_id'), names=paths)
+                                  data.get('subnet_id'), names=paths,
+                                  weights={a: 0 for a in drained})
         if members is not None:
             if members:
                 pool.replace(members)

@@ -49,7 +49,7 @@ def pools(ctxt, policies, watched, enabled=lambda pool_id: True):
     if not policies:
         return []
     by_stack = load_balancers(ctxt, {p.stack_id for p in policies})
-    merged = {}  # pool id -> (servers, policy ids)
+    merged = {}  # pool id -> {policy id: servers}
     for policy in policies:
         options = policy.parsed.options(lb_status.SOURCE) or {}
         named = options.get(OPTION)
@@ -58,9 +58,9 @@ def pools(ctxt, policies, watched, enabled=lambda pool_id: True):
             spec = lb_members.read_data(data)
             if spec is None or (named and name != named):
                 continue
-            servers, readers = merged.setdefault(spec['pool_id'], ({}, []))
+            servers = merged.setdefault(spec['pool_id'], {}).setdefault(
+                policy.id, {})
             servers.update({key: server_id for key, server_id
                             in _members(spec).items() if server_id in mine})
-            readers.append(policy.id)
-    return [lb_status.Pool(pool_id, enabled(pool_id), servers, readers)
-            for pool_id, (servers, readers) in sorted(merged.items())]
+    return [lb_status.Pool(pool_id, enabled(pool_id), readers)
+            for pool_id, readers in sorted(merged.items())]

@@ -21,6 +21,15 @@ POLLED = frozenset([obs.NODE_STATUS_POLLING, obs.NODE_STATUS_POLL_URL])
 
 HEAL, OBSERVE = 'HEAL', 'OBSERVE'
 
+# Maxima of OS::Heat::HealthPolicy's recovery properties; a policy stored
+# before they existed is read with its values clamped to them.
+# A fenced server must be confirmed stopped within this: ten times Nova's
+# default shutdown_timeout, and a recovery worker waits no longer.
+MAX_NODE_DELETE_TIMEOUT = 600
+# Twice an engine's default max_concurrent_recoveries: more at once is a
+# mass failure, which the brake is for, not one policy's share.
+MAX_CONCURRENT = 20
+
 
 class RecoverySpec(collections.namedtuple('RecoverySpec', [
         'actions',          # ((name, params), ...) or None: state-aware
@@ -53,7 +62,8 @@ class RecoverySpec(collections.namedtuple('RecoverySpec', [
                             for a in actions)
         return cls(actions=actions or None,
                    fence_compute='COMPUTE' in (recovery.get('fencing') or ()),
-                   node_delete_timeout=get('node_delete_timeout', 20),
+                   node_delete_timeout=min(get('node_delete_timeout', 20),
+                                           MAX_NODE_DELETE_TIMEOUT),
                    node_force_recreate=bool(recovery.get(
                        'node_force_recreate')),
                    max_attempts=get('max_attempts', 5),
@@ -63,7 +73,8 @@ class RecoverySpec(collections.namedtuple('RecoverySpec', [
                    backoff_max=get('backoff_max', 300),
                    backoff_jitter=get('backoff_jitter', 0.2),
                    success_threshold=get('success_threshold', 1),
-                   max_concurrent=get('max_concurrent', 1),
+                   max_concurrent=min(get('max_concurrent', 1),
+                                      MAX_CONCURRENT),
                    max_unhealthy_fraction=get('max_unhealthy_fraction',
                                               0.55),
                    mode=get('mode', HEAL))

@@ -21,11 +21,18 @@ from heat.common import service_utils
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from heat_health.engine import place_limits
 from heat_health.engine import targets as target_resolution
 from heat_health.objects import policy as policy_object
 from heat_health.objects import target as target_object
 
 LOG = logging.getLogger(__name__)
+
+# The resolution of a policy whose stack cannot be read: no verdict on its
+# servers until it can.
+HELD = target_resolution.Resolution(places={}, busy=frozenset(),
+                                    suspended=True, missing=[],
+                                    fingerprint=())
 
 
 class Registry(object):
@@ -38,6 +45,7 @@ class Registry(object):
         self._resolver = target_resolution.Resolver()
         self._resolutions = {}   # policy id -> last Resolution
         self._owned = {}         # policy id -> generation
+        self._errors = {}        # policy id -> its error as stored
         # The RPC endpoint and the monitor share one registry: two target
         # syncs of a policy at once would both insert its new places.
         self._refresh_lock = threading.Lock()
@@ -65,6 +73,7 @@ class Registry(object):
         if policy_id is None:
             for gone in set(self._owned) - set(owned):
                 self._resolutions.pop(gone, None)
+                self._errors.pop(gone, None)
                 LOG.info('Policy %s is no longer watched by this engine',
                          gone)
             for new in set(owned) - set(self._owned):
@@ -102,6 +111,7 @@ class Registry(object):
         count = policy_object.Policy.release(self.engine_id)
         self._owned = {}
         self._resolutions = {}
+        self._errors = {}
         LOG.info('Released %(n)d policies of engine %(e)s',
                  {'n': count, 'e': self.engine_id})
         return count
@@ -109,6 +119,7 @@ class Registry(object):
     def forget(self, policy_id):
         self._owned.pop(policy_id, None)
         self._resolutions.pop(policy_id, None)
+        self._errors.pop(policy_id, None)
 
     def refresh_targets(self, policy):
         """Resolve the policy's servers from Heat and update its targets."""
@@ -127,35 +138,118 @@ class Registry(object):
             return self._refresh_all(policies)
 
     def _refresh_all(self, policies):
-        resolutions = self._resolver.resolve(self._context(), policies)
+        resolutions = self._resolve_each(policies)
         for policy in policies:
-            resolution = resolutions[policy.id]
-            previous = self._resolutions.get(policy.id)
-            # A place whose stack action just ended (a member update, our
-            # own recovery) starts its grace again.
-            graced = (previous.busy - resolution.busy) if previous else ()
-            if (previous is None or graced or
-                    previous.places != resolution.places):
-                added, removed, replaced = target_object.Target.sync(
-                    policy.id, resolution.places, policy.parsed.grace,
-                    graced)
-                if added or removed or replaced:
-                    LOG.info('Policy %(p)s: %(a)d targets added, %(r)d '
-                             'removed, %(c)d servers replaced, %(n)d '
-                             'watched',
-                             {'p': policy.id, 'a': len(added),
-                              'r': len(removed), 'c': len(replaced),
-                              'n': len(resolution.places)})
+            resolution = resolutions.get(policy.id)
+            if isinstance(resolution, Exception):
+                self.failed(policy, 'its stack could not be read',
+                            resolution)
+                continue
+            try:
+                refused = self._sync(policy, resolution)
+            except Exception as error:
+                self.failed(policy, 'its targets could not be stored',
+                            error)
+                continue
             self._resolutions[policy.id] = resolution
+            reasons = [refused[place] for place in sorted(refused)] + [
+                'resource %s is not watched: %s' % (path[:255], why)
+                for path, why in resolution.unwatched]
+            self._set_error(policy, '; '.join(reasons)[:1024] or None)
         return target_object.Target.get_all_by_policies(
             [p.id for p in policies])
 
+    def _resolve_each(self, policies):
+        """{policy id: Resolution or the exception resolving it raised}.
+
+        One batch for all; when the batch fails, each policy alone, so
+        that one policy's stack does not keep the others unresolved.
+        """
+        try:
+            return self._resolver.resolve(self._context(), policies)
+        except Exception:
+            LOG.debug('Resolving %d policies at once failed; one by one',
+                      len(policies))
+        found = {}
+        for policy in policies:
+            try:
+                found.update(self._resolver.resolve(self._context(),
+                                                    [policy]))
+            except Exception as error:
+                found[policy.id] = error
+        return found
+
+    def _sync(self, policy, resolution):
+        """Store the policy's places; {place: why it is not watched}."""
+        places, refused = place_limits.bounded(resolution.places)
+        previous = self._resolutions.get(policy.id)
+        # A place whose stack action just ended (a member update, our
+        # own recovery) starts its grace again.
+        graced = (previous.busy - resolution.busy) if previous else ()
+        if (previous is None or graced or
+                previous.places != resolution.places):
+            added, removed, replaced = target_object.Target.sync(
+                policy.id, places, policy.parsed.grace, graced)
+            if added or removed or replaced:
+                LOG.info('Policy %(p)s: %(a)d targets added, %(r)d '
+                         'removed, %(c)d servers replaced, %(n)d '
+                         'watched',
+                         {'p': policy.id, 'a': len(added),
+                          'r': len(removed), 'c': len(replaced),
+                          'n': len(places)})
+        return refused
+
+    def failed(self, policy, what, error):
+        """Keep the policy's error; its targets are tried again next time.
+
+        Logged with its traceback once per distinct error, not at every
+        refresh while it lasts.
+        """
+        # A database error's first line says what; the rest is its SQL.
+        message = '%s: %s' % (what, (str(error).splitlines() or
+                                     [type(error).__name__])[0])
+        if self._errors.get(policy.id) != message:
+            LOG.error('Policy %(p)s of stack %(s)s is not watched fully, '
+                      '%(m)s', {'p': policy.id, 's': policy.stack_id,
+                                'm': message}, exc_info=error)
+        self._set_error(policy, message)
+
+    def _set_error(self, policy, message):
+        """Store the policy's error (None clears it) when it changed."""
+        before = self._errors.get(policy.id, getattr(policy, 'error', None))
+        self._errors[policy.id] = message
+        if message is None and before is not None:
+            LOG.info('Policy %s is watched fully again', policy.id)
+        if message == before:
+            return
+        try:
+            policy_object.Policy.set_error(
+                self.engine_id, policy.id, self.generation(policy.id),
+                message)
+        except Exception:
+            # Memory forgets it: the next refresh writes it again.
+            self._errors.pop(policy.id, None)
+            LOG.exception('Could not store the error of policy %s',
+                          policy.id)
+
+    def error(self, policy_id):
+        """Why the policy is not watched fully now, or None."""
+        return self._errors.get(policy_id)
+
     def resolution(self, policy):
-        """The policy's last Resolution, resolving it if there is none."""
+        """The policy's last Resolution, resolving it if there is none.
+
+        A policy whose stack cannot be read has its targets held (as if
+        its stack were suspended) until it can.
+        """
         found = self._resolutions.get(policy.id)
         if found is None:
-            found = self._resolver.resolve(self._context(),
-                                           [policy])[policy.id]
+            try:
+                found = self._resolver.resolve(self._context(),
+                                               [policy])[policy.id]
+            except Exception as error:
+                self.failed(policy, 'its stack could not be read', error)
+                return HELD
         return found
 
     def resolve_now(self, policy):

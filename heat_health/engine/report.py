@@ -57,6 +57,8 @@ def _policy(policy, targets):
             'recovery_mode': spec.recovery.mode,
             'braked': policy.braked,
             'braked_since': _time(policy.braked_since),
+            'error': policy.error,
+            'error_since': _time(policy.error_since),
             'paused': policy.paused and dict(
                 policy.paused, at=_time(policy.paused['at'])),
             'counts': dict(collections.Counter(t.state for t in targets)),
@@ -67,6 +69,7 @@ def _event(event):
     return {'id': event.id,
             'policy_id': event.policy_id,
             'server_id': event.server_id,
+            'path': event.path,
             'old_state': event.old_state,
             'new_state': event.new_state,
             'reason': event.reason,
@@ -109,5 +112,5 @@ def timeline(stack_id, marker=None, since=None, limit=None):
     limit = min(limit or EVENTS_MAX, EVENTS_MAX)
     events = event_object.Event.get_after(list(names), marker, since, limit)
     return {'events': [dict(_event(e), policy=names.get(e.policy_id),
-                            path=paths.get(e.server_id))
+                            path=e.path or paths.get(e.server_id))
                        for e in events]}

@@ -6,7 +6,6 @@ a group, i.e. a resource of a nested stack; so a physical id that is not in
 the addressed stack is also looked up in its nested stacks.
 """
 
-from heat.common import context as heat_context
 from heat.common import exception
 from heat.common import identifier
 from heat.db import api as heat_db
@@ -41,23 +40,15 @@ def find_stack(ctxt, stack_identity):
 def identify_stack(ctxt, name_or_id):
     """The caller's stack with this name or id, as Heat's lookup finds it.
 
-    Raises EntityNotFound (404) when there is none, and InvalidTenant (403)
-    for the id of another project's stack, as Heat answers a path into
-    another project; a name is only looked up in the caller's project.
+    Raises EntityNotFound (404) when there is none, also for the id of
+    another project's stack, which Heat's own lookup cannot tell from an
+    unknown one.
     """
     stack = None
     if uuidutils.is_uuid_like(name_or_id):
         stack = stack_object.Stack.get_by_id(ctxt, name_or_id)
     if stack is None:
         stack = stack_object.Stack.get_by_name(ctxt, name_or_id)
-    if stack is None and uuidutils.is_uuid_like(name_or_id):
-        if stack_object.Stack.get_by_id(heat_context.get_admin_context(),
-                                        name_or_id) is not None:
-            # Heat's own 403 for another project (Forbidden cannot cross
-            # RPC: its arguments do not rebuild).
-            raise exception.InvalidTenant(
-                target="another project's stack %s" % name_or_id,
-                actual=ctxt.project_id)
     if stack is None:
         raise exception.EntityNotFound(entity='Stack', name=name_or_id)
     return stack

@@ -68,7 +68,9 @@ class HealthEngineService(service.Service):
             self._recovery.replacer.octavia_client,
             nova_adapter.NovaAdapter().list_by_ids,
             owns=lambda uuid: (
-                self._partition.owner(uuid) == self.engine_id))
+                self._partition.owner(uuid) == self.engine_id),
+            forget_client=replacer.forget_clients)
+        self._recovery.on_update = self._follower.nudge
         health_endpoint = endpoint.HealthEndpoint(
             self.engine_id, self.registry, router=self._monitor.router)
         for rpc_target, rpc_endpoint in [

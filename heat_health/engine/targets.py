@@ -8,12 +8,25 @@ whatever its depth; the stacks and their templates (where resource types
 are recorded) are two more, for any number of policies at once. Parsed
 templates are cached by id and the stack's update time, so a tick that finds
 nothing changed costs three small queries and no parsing.
+
+A template is its tenant's to write, and the engine acts on what it finds
+with the stack owner's trust, so a target is only what Heat itself created
+as a server: each resource's type is looked up the way Heat looks it up, in
+the environment stored with that (nested) stack's template (aliases, globs
+and per-resource entries of ``resource_registry``), and a resource that
+names an existing physical resource with ``external_id`` (any id, of any
+project) is never a target.
 """
 
 import collections
 
+from heat.common import exception as heat_exception
 from heat.db import api as heat_db
 from heat.db import models as heat_models
+from heat.engine import environment
+from oslo_log import log as logging
+
+LOG = logging.getLogger(__name__)
 
 SERVER_TYPES = frozenset(['OS::Nova::Server', 'AWS::EC2::Instance'])
 GROUP_TYPES = frozenset(['OS::Heat::ResourceGroup',
@@ -32,31 +45,73 @@ Resolution = collections.namedtuple('Resolution', [
     'suspended',    # the policy's stack is suspended (or suspending)
     'missing',      # target names not (or no longer) in the stack
     'fingerprint',  # changes whenever a stack of the tree changes
-])
+    'unwatched',    # ((path, why), ...): named or nested resources that
+                    #   hold a server id but are not watched
+], defaults=((),))
+
+EXTERNAL = 'external_id'
+# Why a resource holding a server id is not a target.
+EXTERNAL_REASON = ('created from external_id: only servers its stack '
+                   'created are watched')
+
+# What _resource_types records of a resource created from external_id.
+_EXTERNAL = object()
 
 _StackRow = collections.namedtuple('_StackRow', [
     'id', 'owner_id', 'action', 'status', 'raw_template_id', 'updated_at',
     'created_at'])
 
 
-def _resource_types(template, environment):
-    """{resource name: type} of a stored template, aliases resolved."""
+def _effective_type(env, rtype, name):
+    """The plugin type Heat instantiates for this resource, or None.
+
+    None for a provider template (its nested stack is walked instead) and
+    for a type Heat does not know.
+    """
+    try:
+        info = env.get_resource_info(rtype, resource_name=name)
+    except heat_exception.EntityNotFound:
+        return None
+    if isinstance(info, environment.ClassResourceInfo):
+        return info.name
+    return None
+
+
+def _resource_types(template, env_dict):
+    """{resource name: effective type, or _EXTERNAL} of a stored template.
+
+    Types are resolved by Heat's own registry lookup on the environment
+    stored with the template, as Heat resolved them when it created the
+    resources.
+    """
     resources = (template or {}).get('resources')
     if resources is None:
         resources = (template or {}).get('Resources') or {}
-    registry = ((environment or {}).get('resource_registry') or {})
+    env = environment.Environment(env_dict or {})
     types = {}
     for name, definition in resources.items():
         if not isinstance(definition, dict):
             continue
+        if definition.get(EXTERNAL) is not None:
+            types[name] = _EXTERNAL
+            continue
         rtype = definition.get('type') or definition.get('Type')
-        for _hop in range(5):
-            alias = registry.get(rtype)
-            if not isinstance(alias, str) or alias == rtype:
-                break
-            rtype = alias
-        types[name] = rtype
+        if isinstance(rtype, str):
+            types[name] = _effective_type(env, rtype, name)
     return types
+
+
+def _parse(template_id, template, env_dict):
+    """_resource_types, or nothing watched where the template is unreadable.
+
+    One stack's stored template never stops the resolution of others.
+    """
+    try:
+        return _resource_types(template, env_dict)
+    except Exception:
+        LOG.exception('Could not read the resource types of template %s: '
+                      'none of its resources is watched', template_id)
+        return {}
 
 
 class Resolver(object):
@@ -93,8 +148,8 @@ class Resolver(object):
             wanted = current - set(self._types)
             if wanted:
                 ids = sorted({tmpl_id for tmpl_id, _ in wanted})
-                parsed = {row.id: _resource_types(row.template,
-                                                  row.environment)
+                parsed = {row.id: _parse(row.id, row.template,
+                                         row.environment)
                           for row in session.query(
                               T.id, T.template, T.environment).filter(
                                   T.id.in_(ids))}
@@ -126,7 +181,7 @@ class Resolver(object):
         return self._types.get((stack.raw_template_id, stack.updated_at), {})
 
     def _walk(self, by_stack, stacks, stack_id, names, prefix, found,
-              visited):
+              visited, unwatched):
         stack = stacks.get(stack_id)
         if stack is None:
             return
@@ -137,11 +192,15 @@ class Resolver(object):
             if row is None or not row.physical_resource_id:
                 continue
             path = prefix + name
+            if types.get(name) is _EXTERNAL:
+                # Its id is whatever the template said: never acted on.
+                unwatched.append((path, EXTERNAL_REASON))
+                continue
             nested = stacks.get(row.physical_resource_id)
             if nested is not None and nested.owner_id == stack_id:
                 self._walk(by_stack, stacks, nested.id,
                            sorted(by_stack[nested.id]), path + '/', found,
-                           visited)
+                           visited, unwatched)
             elif types.get(name) in SERVER_TYPES:
                 found[(stack_id, name)] = {
                     'server_id': row.physical_resource_id,
@@ -154,9 +213,9 @@ class Resolver(object):
         result = {}
         for policy in policies:
             names = list(policy.parsed.targets)
-            found, visited = {}, set()
+            found, visited, unwatched = {}, set(), []
             self._walk(by_stack, stacks, policy.stack_id, names, '', found,
-                       visited)
+                       visited, unwatched)
             present = by_stack.get(policy.stack_id, {})
             stack = stacks.get(policy.stack_id)
             fingerprint = tuple(sorted(
@@ -166,7 +225,7 @@ class Resolver(object):
                 places=found, busy=frozenset(busy.intersection(found)),
                 suspended=bool(stack and stack.action in SUSPENDED_ACTIONS),
                 missing=[n for n in names if n not in present],
-                fingerprint=fingerprint)
+                fingerprint=fingerprint, unwatched=tuple(unwatched))
         return result
 
 

@@ -10,12 +10,14 @@ from heat_health.db import api as db_api
 class Event(base.VersionedObject, base.VersionedObjectDictCompat):
     OBJ_PROJECT_NAMESPACE = 'heat_health'
     # Version 1.0: Initial version
-    VERSION = '1.0'
+    # Version 1.1: path
+    VERSION = '1.1'
 
     fields = {
         'id': fields.IntegerField(),
         'policy_id': fields.StringField(),
         'server_id': fields.StringField(nullable=True),
+        'path': fields.StringField(nullable=True),
         'old_state': fields.StringField(nullable=True),
         'new_state': fields.StringField(),
         'reason': fields.StringField(nullable=True),

@@ -15,7 +15,8 @@ class Policy(base.VersionedObject, base.VersionedObjectDictCompat):
     # Version 1.1: generation, handoff_to, suspended
     # Version 1.2: braked, braked_since
     # Version 1.3: paused_at, paused_by, paused_reason
-    VERSION = '1.3'
+    # Version 1.4: error, error_since
+    VERSION = '1.4'
 
     fields = {
         'id': fields.StringField(),
@@ -39,6 +40,9 @@ class Policy(base.VersionedObject, base.VersionedObjectDictCompat):
         'paused_at': fields.DateTimeField(nullable=True),
         'paused_by': fields.StringField(nullable=True),
         'paused_reason': fields.StringField(nullable=True),
+        # Why its owner cannot watch it fully, since when.
+        'error': fields.StringField(nullable=True),
+        'error_since': fields.DateTimeField(nullable=True),
         'created_at': fields.DateTimeField(),
         'updated_at': fields.DateTimeField(nullable=True),
     }
@@ -84,6 +88,12 @@ class Policy(base.VersionedObject, base.VersionedObjectDictCompat):
             return False
         return db_api.policy_set_suspended(policy_id, suspended,
                                            policy.parsed.grace)
+
+    @classmethod
+    def set_error(cls, engine_id, policy_id, generation, error):
+        """Store (or clear, with None) why the policy is not watched fully."""
+        return db_api.policy_set_error(engine_id, policy_id, generation,
+                                       error)
 
     @classmethod
     def set_paused(cls, policy_ids, pause, user, reason=None):

@@ -21,8 +21,10 @@ from oslo_log import log as logging
 import oslo_messaging
 
 from heat_health.engine.monitor import poll_url
+from heat_health.engine import policy_spec
 from heat_health.objects import policy as policy_object
 from heat_health.objects import target as target_object
+from heat_health.resources import no_adoption
 from heat_health.resources import targeting
 from heat_health.rpc import client as rpc_client
 
@@ -33,7 +35,8 @@ LOAD_BALANCER_TYPE = 'OS::Heat::LoadBalancer'
 LAUNCH_BEFORE_TERMINATE = 'launch_before_terminate'
 
 
-class HealthPolicy(targeting.TargetsMixin, resource.Resource):
+class HealthPolicy(no_adoption.NoAdoptionMixin, targeting.TargetsMixin,
+                   resource.Resource):
     """Watches servers of its stack and says how they are healed.
 
     ``targets`` names servers or groups (ResourceGroup, AutoScalingGroup,
@@ -272,7 +275,8 @@ class HealthPolicy(targeting.TargetsMixin, resource.Resource):
                     _('Seconds to wait for a server to be deleted before '
                       'it is recreated.'),
                     default=20,
-                    constraints=[constraints.Range(1, 3600)],
+                    constraints=[constraints.Range(
+                        1, policy_spec.MAX_NODE_DELETE_TIMEOUT)],
                 ),
                 NODE_FORCE_RECREATE: properties.Schema(
                     properties.Schema.BOOLEAN,
@@ -331,7 +335,8 @@ class HealthPolicy(targeting.TargetsMixin, resource.Resource):
                     properties.Schema.INTEGER,
                     _('Recoveries of this policy running at once.'),
                     default=1,
-                    constraints=[constraints.Range(1, 1000)],
+                    constraints=[constraints.Range(
+                        1, policy_spec.MAX_CONCURRENT)],
                 ),
                 MAX_UNHEALTHY_FRACTION: properties.Schema(
                     properties.Schema.NUMBER,
@@ -410,6 +415,9 @@ class HealthPolicy(targeting.TargetsMixin, resource.Resource):
         if not re.match(r'^https?://', url):
             self._invalid(_('poll_url "%s" must be an http:// or https:// '
                             'URL') % url, *(path + (self.POLL_URL,)))
+        refused = poll_url.poll_url_refusal_at_validation(url)
+        if refused:
+            self._invalid(refused, *(path + (self.POLL_URL,)))
         pattern = options.get(self.POLL_URL_HEALTHY_RESPONSE)
         if pattern is not None:
             if not pattern:

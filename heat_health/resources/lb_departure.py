@@ -16,11 +16,12 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from heat_health.common import departures
+from heat_health.resources import no_adoption
 
 LOG = logging.getLogger(__name__)
 
 
-class LoadBalancerDeparture(resource.Resource):
+class LoadBalancerDeparture(no_adoption.NoAdoptionMixin, resource.Resource):
     """Takes a server out of its load balancers' pools before Heat deletes it.
 
     Put it beside the server in the member template of a group that an

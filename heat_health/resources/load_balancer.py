@@ -361,7 +361,7 @@ class LoadBalancer(targeting.TargetsMixin, resource.Resource):
               'fails.'),
             default=300,
             update_allowed=True,
-            constraints=[constraints.Range(min=1)],
+            constraints=[constraints.Range(1, lb_members.MAX_STATUS_TIMEOUT)],
         ),
         LOADBALANCER: properties.Schema(
             properties.Schema.STRING,

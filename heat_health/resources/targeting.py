@@ -3,7 +3,8 @@
 OS::Heat::HealthPolicy and OS::Heat::LoadBalancer both take ``targets``:
 names of servers or groups of servers of their own stack. Names, not
 references: Heat would not see a dependency, so it is added here, and a
-wrong name is refused at validation with the property's path.
+wrong name is refused at validation with the property's path, as is a
+server created from ``external_id`` (it may be another project's).
 """
 
 from heat.common import exception
@@ -35,6 +36,11 @@ class TargetsMixin(object):
                 self._invalid(_('target "%s" is not a resource of this '
                                 'stack') % name, *path)
             target = self.stack[name]
+            if target.external_id is not None:
+                # Its id is whatever the template says, of any project.
+                self._invalid(_('target "%s" is created from external_id: '
+                                'only servers this stack creates can be '
+                                'targets') % name, *path)
             if not isinstance(target, (server.Server,
                                        resource_group.ResourceGroup,
                                        instance_group.InstanceGroup)):

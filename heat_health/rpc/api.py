@@ -9,6 +9,9 @@
 RPC_API_VERSION = '1.3'
 
 MARK_UNHEALTHY = 'mark_unhealthy'
+# The longest reason a marking takes, in bytes of UTF-8: what Heat's
+# resource status_reason and our marking's reason (TEXT on MySQL) hold.
+MAX_REASON_BYTES = 65535
 
 # Where a marking came from, recorded with it.
 SOURCE_API = 'api'

@@ -17,14 +17,19 @@ POLL_URL = [{'type': 'NODE_STATUS_POLL_URL', 'options': {
     'poll_url_retry_limit': 0, 'poll_url_timeout': 1}}]
 
 
+def heat_db():
+    """An engine on the local deployment's Heat database."""
+    conf = configparser.ConfigParser(interpolation=None)
+    conf.read(cloud.STATE_DIR / 'etc' / 'heat.conf')
+    return sa.create_engine(conf['database']['connection'])
+
+
 def stack_owner(stack_id):
     """The stack's stored credentials in Heat's database.
 
     Who acts for the stack when nobody asks: user_creds and its trust.
     """
-    conf = configparser.ConfigParser(interpolation=None)
-    conf.read(cloud.STATE_DIR / 'etc' / 'heat.conf')
-    engine = sa.create_engine(conf['database']['connection'])
+    engine = heat_db()
     try:
         with engine.connect() as conn:
             return conn.execute(sa.text(

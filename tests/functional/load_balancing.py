@@ -74,7 +74,12 @@ def gone(client, lb_id):
 
 def set_status(member_id, status):
     """What Octavia's health manager would conclude of a member."""
-    engines.localcloud('fault', 'member', member_id, status)
+    set_statuses([member_id], status)
+
+
+def set_statuses(member_ids, status):
+    """One heartbeat's conclusion on several members: seen all at once."""
+    engines.localcloud('fault', 'member', *(list(member_ids) + [status]))
 
 
 def wait_active(client, lb_id, timeout=60):

@@ -108,6 +108,8 @@ def test_hang_seen_through_poll_url(admin, server):
     health_url = _inject(admin, server.id, 'reset')['health_url']
     template = health_url.replace(server.id, '{id}')
     host = urllib.parse.urlsplit(health_url).hostname
+    # Only the health endpoints' address and port, as the deployment has.
+    endpoint = [urllib.parse.urlsplit(health_url).netloc]
     addresses = [a['addr'] for net in server.addresses.values()
                  for a in net]
     target = poll_url.Target(server.id, server.name, addresses)
@@ -117,9 +119,11 @@ def test_hang_seen_through_poll_url(admin, server):
                poll_url.TIMEOUT: 1}
     seen = _Observations()
     checker = poll_url.PollUrlChecker(seen.observe, max_workers=4,
-                                      allowed_hosts=[host])
+                                      allowed_hosts=[host],
+                                      allowed_networks=endpoint)
     refusing = poll_url.PollUrlChecker(seen.observe, max_workers=1,
-                                       allowed_hosts=[])
+                                       allowed_hosts=[],
+                                       allowed_networks=endpoint)
     try:
         assert checker.check(target, options).verdict == obs.HEALTHY
         refused = refusing.check(target, options)

@@ -162,10 +162,16 @@ def test_explicit_ladder_escalates_from_reboot_to_recreate(demo, admin,
                              timeout=150)
     assert healed['workers/1']['server_id'] == targets['workers/1'][
         'server_id']
-    actions = [e['event'] for e in h.timeline(admin, victim)
-               if e['event'].startswith('action:')]
+
+    def actions():
+        return [e['event'] for e in h.timeline(admin, victim)
+                if e['event'].startswith('action:')]
+    # Heat deletes the replaced server once the new one is in place: the
+    # new one may be verified HEALTHY before that.
+    demo.wait_for(lambda: 'action:delete' in actions(),
+                  'Heat deleting the replaced server', timeout=60)
     # The reboot, then Heat's deletion of the replaced server.
-    assert actions == ['action:reboot', 'action:delete'], actions
+    assert actions() == ['action:reboot', 'action:delete'], actions()
     started = [e['reason'].split(' ')[0] for e in reversed(
         h.started(h.events(demo, stack)))]
     assert started == ['REBOOT', 'RECREATE'], started

@@ -6,7 +6,8 @@ anything else), a real Drainer and the real Nova status poller over the
 Nova double's listings. ``tick`` does what ``Monitor.tick`` does for the
 acting core: claim (the world's ring and members), resolve and sync the
 targets when due, load the tracker when something changed, look up newly
-watched servers, poll when due, settle and flush.
+watched servers, poll Nova and check each policy's own poll URLs (the
+world's ``urls``) when due, settle and flush.
 
 Product code that fails with an ``Exception`` is logged and retried by
 the real engine's loops; here it is recorded in ``errors`` and the call
@@ -20,6 +21,7 @@ from oslo_config import cfg
 from heat_health.common import config  # noqa: F401  (registers options)
 from heat_health.engine.monitor import monitor as monitor_mod
 from heat_health.engine.monitor import nova_status
+from heat_health.engine.monitor import observation as obs
 from heat_health.engine.monitor import tracker as tracker_mod
 from heat_health.engine import policy_spec
 from heat_health.engine.recovery import lb_drain
@@ -56,6 +58,9 @@ def step_label(args):
     """'Start srv-0001' for a queued _carry_out(policy, step)."""
     if len(args) == 2 and hasattr(args[1], 'target'):
         return '%s %s' % (type(args[1]).__name__, args[1].target.server_id)
+    if len(args) == 2 and hasattr(args[1], 'targets'):
+        return '%s %s' % (type(args[1]).__name__, '+'.join(
+            t.server_id for t in args[1].targets))
     return repr(args)
 
 
@@ -103,8 +108,9 @@ class Engine(object):
         self._generations = {}   # id -> generation
         self._targets = {}       # policy id -> [Target]
         self._resolutions = {}   # policy id -> Resolution
-        self._next_refresh = {}  # policy id -> virtual seconds
+        self._schedule = monitor_mod.RefreshSchedule()
         self._next_poll = {}
+        self._next_url = {}
         self._fresh = {}
         self._signature = None
         self.alive = True
@@ -147,6 +153,14 @@ class Engine(object):
     def tick(self):
         """One monitor tick; False if it failed or the engine died."""
         return self._guard('tick', self._tick)
+
+    def observe(self, observation):
+        """A verdict handed to the tracker; False if that failed.
+
+        As a listener thread or a late batch hands it over: the engine
+        may die in the call (its write crashes), as in a tick.
+        """
+        return self._guard('observe', self.tracker.observe, observation)
 
     def recovery_pass(self):
         """One pass of the recovery loop: its steps are queued."""
@@ -204,16 +218,14 @@ class Engine(object):
             ring_owner=world.ring_owner(self.id), members=world.members)
         self._generations = {p.id: p.generation for p in policies}
         self._policies = {p.id: p for p in policies}
-        for cache in (self._targets, self._next_refresh, self._next_poll,
+        for cache in (self._targets, self._next_poll, self._next_url,
                       self._resolutions):
             for gone in set(cache) - set(self._policies):
                 del cache[gone]
-        due = [p for p in policies if self._next_refresh.get(p.id, 0) <= now]
+        due = self._schedule.due(policies, now, self._generations.get)
         if due:
             self._refresh(due)
-        for policy in due:
-            self._next_refresh[policy.id] = now + min(
-                monitor_mod.REFRESH_SECONDS, policy.parsed.interval)
+        self._schedule.read(due, now, self._generations.get)
         monitor_mod.load_and_follow(self.tracker, self.poller,
                                     self._load_if_changed)
         self._observe_polled()
@@ -223,9 +235,21 @@ class Engine(object):
             self.poller.poll()
             for policy in polled:
                 self._next_poll[policy.id] = now + policy.parsed.interval
+        self._check_urls(policies, now)
         self._observe_polled()
         self.tracker.settle()
         self.tracker.flush()
+
+    def _check_urls(self, policies, now):
+        """Each policy's own poll URL checks, when due (the world's)."""
+        for policy in policies:
+            if (policy.parsed.options(obs.NODE_STATUS_POLL_URL) is None or
+                    self._next_url.get(policy.id, 0) > now):
+                continue
+            self._next_url[policy.id] = now + policy.parsed.interval
+            for target in self._targets.get(policy.id, ()):
+                self._polled.append(self.world.urls.check(
+                    policy.id, target.server_id))
 
     def _refresh(self, policies):
         """Registry.refresh_all, with the Heat double as Heat's database."""

@@ -10,7 +10,13 @@ write, a handover, kill -9 now or at a call, Nova/Octavia/Heat errors and
 timeouts, an update that times out but happens, a user's update, suspend,
 pause, disable, mark healthy or unhealthy, servers breaking, healing,
 breaking again once healed, locked, a poll's verdict held back and
-delivered late, after newer ones). Most steps are progress, so
+delivered late, after newer ones; a load balancer held busy for
+several recovery passes, so that drains are carried over passes, engines
+and handovers, and give up after ``lb_status_timeout``). Some worlds
+(``shared``) also have each policy check its own poll URLs, and another
+project's policy watch policy-0's servers: its URL of a server, or any
+policy's, stops answering while Nova says ACTIVE, and such policy-scoped
+verdicts are also held back and delivered late. Most steps are progress, so
 recoveries also complete.
 
 After each step ``invariants.Checker`` judges the world; the first
@@ -63,7 +69,11 @@ CRASH_CALLS = (('nova', '*'), ('nova', 'start'), ('nova', 'reboot'),
                ('db', 'target_transition'),
                ('db', 'target_store_columns'), ('octavia', 'member_batch'),
                ('heat', 'mark_failed'), ('heat', 'update_target'),
-               ('heat', 'clear_mark'), ('db', 'policy_set_braked'))
+               ('heat', 'clear_mark'), ('db', 'policy_set_braked'),
+               ('octavia', 'load_balancer_show'))
+# Seconds a load balancer is held PENDING_UPDATE: within a pass's wait,
+# over several passes, past the drain's lb_status_timeout (10 s).
+HOLD_SECONDS = (2, 5, 8, 15, 30)
 
 
 class Result(collections.namedtuple('Result', [
@@ -114,7 +124,9 @@ def policy_shape(rnd):
                   pool=rnd.random() < 0.7,
                   policies=1 if rnd.random() < 0.8 else 2,
                   nested=rnd.random() < 0.7, weight=rnd.randint(1, 9))
-    return kwargs, rnd.choice([1, 2, 10])
+    limit = rnd.choice([1, 2, 10])
+    kwargs['shared'] = rnd.random() < 0.3
+    return kwargs, limit
 
 
 def _describe(kwargs, engines, limit):
@@ -129,7 +141,9 @@ def _describe(kwargs, engines, limit):
                 'pool' if kwargs['pool'] else 'no pool', names,
                 ', fencing' if recovery.get('fencing') else '',
                 recovery['max_concurrent'], limit,
-                ', OBSERVE' if recovery.get('mode') else ''))
+                ', OBSERVE' if recovery.get('mode') else '') +
+            (', poll URLs, policy-shared on policy-0\'s servers'
+             if kwargs.get('shared') else ''))
 
 
 def _no_yield(world):
@@ -203,16 +217,22 @@ class Explorer(object):
         for faults in (w.db.faults, w.nova.faults, w.nova.list_faults,
                        w.octavia.faults, w.heat.faults):
             faults.clear()
+        w.octavia.release()
+        w.urls.silent.clear()
+        w.heat.follow_lags = False
+        w.heat.follow_now()
 
     def _choose(self, calm=False):
         """The next step, by weights that favour progress."""
         w, rnd = self.world, self.rnd
         live = [e for e in w.engines if e.alive]
         dead = [e for e in w.engines if not e.alive]
-        policy = rnd.randrange(len(w.policies))
+        acting = [i for i, p in enumerate(w.policies) if not p.watcher]
+        policy = acting[rnd.randrange(len(acting))]
         row = self.checker.policies[w.policies[policy].id]
         choices = [(30, 'tick'), (18, 'pass'), (16, 'advance'),
-                   (1.5, 'advance_long'), (3, 'break'), (0.8, 'heal'),
+                   (1.5, 'advance_long'), (3, 'break'),
+                   (0.8, 'break_together'), (0.8, 'heal'),
                    (1, 'relapse'), (1, 'hold_verdict'),
                    (0.3, 'lock'), (1.2, 'db'), (0.5, 'assign'),
                    (0.8, 'kill'), (1, 'nova'), (0.4, 'listing'),
@@ -221,6 +241,16 @@ class Explorer(object):
                    (5 if row.paused else 0.5, 'pause'),
                    (5 if not row.enabled else 0.5, 'disable'),
                    (0.5, 'mark_healthy'), (0.2, 'mark_unhealthy')]
+        if w.octavia.pools:
+            # Most often while steps wait to run: a drain meets it.
+            choices.append((5 if any(e.executor.queue for e in live)
+                            else 2, 'lb_busy'))
+            # The pool follower works in passes: it may lag a swap.
+            choices.append((0.5, 'pool_lag'))
+            if w.heat.lagging:
+                choices.append((3, 'pool_follow'))
+        if len(acting) < len(w.policies):
+            choices += [(1, 'silence_url'), (1, 'hold_url_verdict')]
         if calm:
             choices = choices[:4]
         if self.held:
@@ -243,7 +273,7 @@ class Explorer(object):
             engine = rnd.choice(engines)
             return invariants.Step(name, engine, name)
         return invariants.Step(name, fault=name not in (
-            'advance', 'advance_long', 'restart'), op=policy)
+            'advance', 'advance_long', 'restart', 'pool_follow'), op=policy)
 
     def _take(self, step):
         rnd = self.rnd
@@ -278,6 +308,14 @@ class Explorer(object):
         self.world.advance(seconds)
         return 'advance %ss' % seconds
 
+    def _pool_lag(self, policy):
+        self.world.heat.follow_lags = not self.world.heat.follow_lags
+        return 'pool follower lags: %s' % self.world.heat.follow_lags
+
+    def _pool_follow(self, policy):
+        return 'pool follower swaps %d replaced members' % (
+            self.world.heat.follow_now())
+
     def _index(self, policy):
         return self.rnd.randrange(len(self.world.places(policy)))
 
@@ -287,6 +325,18 @@ class Explorer(object):
         server = self.world.server_id(index, policy)
         self.world.break_server(index, how, policy)
         return 'server %s (p%d/%d) breaks: %s' % (server, policy, index, how)
+
+    def _break_together(self, policy):
+        """Several servers of a stack fail at once (a host, a rack)."""
+        places = len(self.world.places(policy))
+        indexes = self.rnd.sample(range(places),
+                                  self.rnd.randint(min(2, places), places))
+        how = self.rnd.choice(nova_double.BREAKS)
+        servers = [self.world.server_id(i, policy) for i in indexes]
+        for index in indexes:
+            self.world.break_server(index, how, policy)
+        return 'servers %s (p%d) break together: %s' % (
+            ', '.join(servers), policy, how)
 
     def _relapse(self, policy):
         """A server that recovery healed breaks again (flapping)."""
@@ -315,6 +365,52 @@ class Explorer(object):
             self.world.clock.now()))
         return 'verdict on %s held back: %s' % (server.id, found[1])
 
+    def _own_url(self, policy):
+        """(policy index, server index): policy-shared's mostly."""
+        w = self.world
+        if self.rnd.random() < 0.7:
+            policy = [i for i, p in enumerate(w.policies) if p.watcher][0]
+        return policy, self._index(policy)
+
+    def _silence_url(self, policy):
+        """A policy's own poll URL of a server stops answering, or again."""
+        w = self.world
+        policy, index = self._own_url(policy)
+        server = w.server_id(index, policy)
+        policy_id = w.policies[policy].id
+        silent = (policy_id, server) not in w.urls.silent
+        w.silence_url(index, policy, silent)
+        return 'poll URL of %s for %s: %s' % (
+            server, policy_id, 'no answer' if silent else 'answers again')
+
+    def _hold_url_verdict(self, policy):
+        """A policy's own check says UNHEALTHY, delivered later."""
+        w = self.world
+        policy, index = self._own_url(policy)
+        server = w.server_id(index, policy)
+        policy_id = w.policies[policy].id
+        self.held.append(obs.Observation(
+            server, obs.UNHEALTHY, 'poll URL of %s: no answer within 5s' %
+            server, obs.NODE_STATUS_POLL_URL, w.clock.now(), policy_id))
+        return '%s\'s own verdict on %s held back: UNHEALTHY' % (
+            policy_id, server)
+
+    def _lb_busy(self, policy):
+        """A load balancer stays PENDING_UPDATE for a while."""
+        w = self.world
+        specs = w.heat.lb_specs(w.policies[policy].stack_id) or [
+            s for specs in w.heat.load_balancers.values() for s in specs]
+        lb_id = self.rnd.choice(specs)['loadbalancer_id']
+        seconds = self.rnd.choice(HOLD_SECONDS)
+        if self.rnd.random() < 0.5:
+            w.octavia.slow_next(seconds)
+            return 'the next change by recovery keeps its load balancer ' \
+                'busy for %ss' % seconds
+        w.octavia.hold(lb_id, seconds)
+        w.note('%s held busy %ss' % (lb_id, seconds))
+        return 'load balancer %s busy (PENDING_UPDATE) for %ss' % (
+            lb_id, seconds)
+
     def _late_verdict(self, policy):
         """A held verdict reaches an engine, after newer ones perhaps."""
         observation = self.held.pop(self.rnd.randrange(len(self.held)))
@@ -322,9 +418,11 @@ class Explorer(object):
         if not live:
             return 'late verdict lost: no engine runs'
         engine = self.rnd.choice(live)
-        engine.tracker.observe(observation)
-        return '%s gets a late verdict on %s: %s (seen at %.0fs)' % (
-            engine.id, observation.server_id, observation.reason,
+        engine.observe(observation)
+        return '%s gets a late verdict%s on %s: %s (seen at %.0fs)' % (
+            engine.id, ' of %s' % observation.policy_id
+            if observation.policy_id else '', observation.server_id,
+            observation.reason,
             (observation.observed_at - self.world.clock.start)
             .total_seconds())
 

@@ -1,11 +1,11 @@
 """Heat as recovery and the monitor see it: stacks, resources, updates.
 
 It answers what the RecoveryLoop asks of a HeatReplacer (``stack_status``,
-``resource``, ``mark_failed``, ``update_target``, ``replaced``,
-``record_event``, ``nova_client``, ``octavia_client``) and what the monitor
-resolves from Heat's database (``resolution``: the places of a policy's
-servers, the places a stack action works on, whether the stack is
-suspended), with Heat 27's behaviour (reference/heat-internals.md §8):
+``resource``, ``mark_failed``, ``stack_to_update``, ``update_target``,
+``replaced``, ``record_event``, ``nova_client``, ``octavia_client``) and
+what the monitor resolves from Heat's database (``resolution``: the places
+of a policy's servers, the places a stack action works on, whether the
+stack is suspended), with Heat 27's behaviour (reference/heat-internals.md §8):
 
 * marking waits for no one: it is refused (ActionInProgress) while a stack
   action holds the stack, and for a resource being deleted;
@@ -43,7 +43,8 @@ IMAGE = 'img-0001'
 Mark = collections.namedtuple('Mark', ['at', 'stack_id', 'resource_name',
                                        'physical_id', 'source', 'reason'])
 UpdateRequest = collections.namedtuple('UpdateRequest', [
-    'at', 'stack_id', 'kind', 'superseded'])
+    'at', 'stack_id', 'kind', 'superseded', 'marked'])
+"""``marked``: the places CHECK_FAILED it set out to replace."""
 Replacement = collections.namedtuple('Replacement', [
     'at', 'stack_id', 'resource_name', 'old', 'new', 'outcome'])
 Event = collections.namedtuple('Event', ['at', 'stack_id', 'resource_name',
@@ -108,6 +109,10 @@ class HeatDouble(object):
         self.events = []             # [Event]
         self.faults = faults_mod.Faults()
         self.update_seconds = UPDATE_SECONDS
+        # The pool follower may lag behind a replacement (it works in
+        # passes): its swaps wait in ``lagging`` until ``follow_now``.
+        self.follow_lags = False
+        self.lagging = []            # [(root id, old, new)]
         self._ops = {}               # root stack id -> _Operation
         self._addresses = 0
 
@@ -167,6 +172,20 @@ class HeatDouble(object):
                                         'member_id': ids[address]}
                             for server_id, address in made}}]
         return root.id, targets
+
+    def alias_stack(self, name, server_ids):
+        """A stack whose server resources hold servers of another stack.
+
+        As a resource created from ``external_id`` did before targets
+        refused it, or a second policy watching the same servers: its
+        policy watches servers it shares. Returns (root id, targets).
+        """
+        root = Stack('stack-%s' % name, name)
+        self.stacks[root.id] = root
+        names = ['server-%d' % i for i in range(len(server_ids))]
+        for rname, server_id in zip(names, server_ids):
+            root.resources[rname] = Resource(rname, SERVER, server_id, IMAGE)
+        return root.id, names
 
     # What the monitor resolves from Heat's database
 
@@ -244,9 +263,11 @@ class HeatDouble(object):
         superseded = previous is not None and previous.kind == 'update'
         replacing = dict(previous.replacing) if superseded else {}
         touched = set(previous.busy) if superseded else set()
+        marked = []
         for stack, rsrc, _path in self._tree(root_id):
             if rsrc.state != ('CHECK', 'FAILED'):
                 continue
+            marked.append((stack.id, rsrc.name))
             old = rsrc.physical_id
             address = self._address()
             new = self.nova.create('%s-%s' % (stack.name, rsrc.name),
@@ -264,7 +285,8 @@ class HeatDouble(object):
             'update', now + datetime.timedelta(
                 seconds=self.update_seconds if seconds is None else seconds),
             touched, replacing)
-        self.updates.append(UpdateRequest(now, root_id, kind, superseded))
+        self.updates.append(UpdateRequest(now, root_id, kind, superseded,
+                                          tuple(marked)))
 
     def _finish_update(self, root_id, op):
         failed = False
@@ -291,8 +313,21 @@ class HeatDouble(object):
                 rsrc.action, rsrc.status = 'UPDATE', 'COMPLETE'
         self._set_tree(root_id, 'UPDATE', 'FAILED' if failed else 'COMPLETE')
 
+    def follow_now(self):
+        """The lagging pool follower catches up with every replacement."""
+        lagging, self.lagging = self.lagging, []
+        for root_id, old, new in lagging:
+            self._swap(root_id, old, new)
+        return len(lagging)
+
     def _follow(self, root_id, old, new):
         """The LoadBalancer resource's update: the member follows."""
+        if self.follow_lags:
+            self.lagging.append((root_id, old, new))
+        else:
+            self._swap(root_id, old, new)
+
+    def _swap(self, root_id, old, new):
         server = self.nova.find(new)
         for spec in self.load_balancers.get(root_id, []):
             if old not in spec['members']:
@@ -433,6 +468,10 @@ class HeatDouble(object):
         self._leave('clear_mark', stack_id)
         return True
 
+    def stack_to_update(self, root_stack_id, stack_id, resource_name):
+        self._resource(stack_id, resource_name)
+        return self._stack(root_stack_id).id
+
     def update_target(self, root_stack_id, stack_id, resource_name):
         self._enter('update_target', root_stack_id)
         self._resource(stack_id, resource_name)
@@ -463,7 +502,7 @@ class HeatDouble(object):
 
     def nova_client(self, stack_id):
         self._enter('nova_client', stack_id)
-        return self.nova.client('recovery')
+        return self.nova.client('recovery', stack_id)
 
     def octavia_client(self, stack_id):
         self._enter('octavia_client', stack_id)

@@ -24,6 +24,20 @@ and what the doubles recorded since the previous step:
 * nothing says "issued" unless Nova accepted an action in that step;
 * an attempt starts no sooner than its back-off (at its least jitter)
   after the place's previous attempt ended, healed or failed;
+* a target takes no other policy's own verdict (a poll URL's, a pool's:
+  ``policy_id`` set), not even into its stored observation (checked at
+  the call);
+* a Nova action of recovery is sent only for the policy whose stack's
+  trust sends it, on a server that policy's own evidence said failed: an
+  UNHEALTHY verdict, Nova's or its own, taken by its target of that server
+  since that target last turned HEALTHY (then every verdict it held said
+  so);
+* a Nova action (or a RECREATE's mark) on a server whose recovery records
+  members to drain comes after the drain: the members are at weight 0 (or
+  left the pool), or the drain gave up: its ``lb_status_timeout`` passed
+  since its stored start, or Octavia failed in the step;
+* a member recovery drained is never given weight back once its server
+  was replaced (the pool follower may not have removed it yet);
 * liveness with a bound: a member recovery drained gets its weight back
   (or leaves the pool) and a CHECK_FAILED recovery set is cleared once
   the target is HEALTHY (or GAVE_UP, for members), within
@@ -139,7 +153,10 @@ class Checker(object):
         self._event_marker = 0
         self._seen = dict(accepted=0, refused=0, marks=0, updates=0,
                           replacements=0, heat_events=0, batches=0)
-        self._places = {}        # server id -> (policy id, place)
+        self._places = {}        # server id -> {policy id: place}
+        self._evidence = {}      # (policy, server) -> {scope: step}
+        self._given_up = set()   # (policy, place, drain start) not drained
+        self._step = 0           # steps checked
         self._epoch = {}         # place -> (attempt, started_at)
         self._actions = {}       # (place, epoch) -> [labels]
         self._replaced = {}      # (place, epoch) -> count
@@ -161,6 +178,9 @@ class Checker(object):
         self._read()
         self._map_places()
         self._flags = self._policy_flags()
+        for engine in world.engines:
+            if engine.alive:
+                self.attach(engine)
 
     def close(self):
         for name, original in self._originals.items():
@@ -186,6 +206,13 @@ class Checker(object):
             if done:
                 self._stored(engine, target, dict(columns or {},
                                                   state=state))
+                if state == 'UNHEALTHY':
+                    # The recovery's own finding: its attempt did not heal
+                    # the server (verified, refused, gone). Evidence of
+                    # the place for its next rung.
+                    self._evidence.setdefault(
+                        (target.policy.id, target.server_id),
+                        {})[target.policy.id] = self._step
             return done
 
         def store_columns(target, values):
@@ -195,12 +222,106 @@ class Checker(object):
             return done
         tracker.store_step = store_step
         tracker.store_columns = store_columns
+        timeline = engine.loop.timeline
+        lb_event = timeline.lb_event
+
+        def _lb_event(policy, target, kind, reason):
+            if kind == 'DRAINED' and 'not drained' in reason:
+                # The drain failed (Octavia's error): given up, as designed.
+                self._given_up.add((policy.id, target.place, (
+                    target.recovery or {}).get('drain_started')))
+            return lb_event(policy, target, kind, reason)
+        timeline.lb_event = _lb_event
+        take = tracker._take
+
+        def _take(target, observation):
+            stored = target.stored
+            taken = take(target, observation)
+            self._took(engine, target, observation, taken,
+                       target.stored is not stored)
+            return taken
+        tracker._take = _take
         refresh = engine._refresh
 
         def _refresh(policies):
             refresh(policies)
             self._refreshed.update(p.id for p in policies)
         engine._refresh = _refresh
+
+    def _took(self, engine, target, observation, taken, noted):
+        scope = observation.policy_id
+        if scope is not None and scope != target.policy.id and (
+                taken or noted):
+            self.pending.append(
+                'target %s (%s) of %s took %s\'s own verdict: %s %s (%s)' % (
+                    target.id, target.server_id, target.policy.id, scope,
+                    observation.source, observation.verdict,
+                    observation.reason))
+        if taken and observation.verdict == 'UNHEALTHY':
+            self._evidence.setdefault(
+                (target.policy.id, target.server_id), {})[scope] = self._step
+
+    def _check_evidence(self, policy_id, server_id, label):
+        """The acting policy's own evidence said the server failed."""
+        scopes = self._evidence.get((policy_id, server_id)) or {}
+        if None in scopes or policy_id in scopes:
+            return []
+        return ['recovery action %s for %s, whose own evidence never said '
+                'the server failed (UNHEALTHY taken from: %s)' % (
+                    label, policy_id, ', '.join(sorted(
+                        map(str, scopes))) or 'nothing')]
+
+    def _forget_evidence(self, before):
+        """A target that turned HEALTHY starts its evidence afresh.
+
+        It was decided HEALTHY on verdicts none of which said otherwise;
+        only what was taken before this step is forgotten: a failure seen
+        in the step after that decision is still to be decided.
+        """
+        for key, row in self.rows.items():
+            if row.state != 'HEALTHY' or before.get(key, (None,))[0] == \
+                    'HEALTHY':
+                continue
+            scopes = self._evidence.get((row.policy_id, row.server_id))
+            if scopes:
+                for scope in [k for k, v in scopes.items()
+                              if v < self._step]:
+                    del scopes[scope]
+
+    def _check_drained(self, policy_id, place, label):
+        """The recovery acts only once its drain is done or given up."""
+        row = [r for r in self.rows.values()
+               if r.policy_id == policy_id and r.place == place]
+        recovery = (row[0].recovery or {}) if row else {}
+        drained = recovery.get('drained') or {}
+        if not drained or self._octavia_failed or (
+                policy_id, place,
+                recovery.get('drain_started')) in self._given_up:
+            return []
+        specs = {s['pool_id']: s for s in self.w.heat.lb_specs(
+            self.w._policy(policy_id).stack_id)}
+        now = self.w.clock.now()
+        started = _time(recovery.get('drain_started'))
+        found = []
+        for pool_id, (address, _weight) in sorted(drained.items()):
+            spec = specs.get(pool_id)
+            if spec is None or pool_id not in self.w.octavia.pools:
+                continue
+            weight = self.w.octavia.weights(pool_id).get(address)
+            if not weight:
+                continue
+            timeout = datetime.timedelta(
+                seconds=int(spec.get('lb_status_timeout') or 60))
+            if started is not None and now - started >= timeout:
+                continue
+            found.append(
+                '%s while member %s of pool %s is at weight %s: its drain '
+                'is neither done nor given up (started %s, %ss ago)' % (
+                    label, address, pool_id, weight,
+                    recovery.get('drain_started'),
+                    'never' if started is None else
+                    '%.1f' % (now - started).total_seconds()))
+        return found
 
     def _stored(self, engine, target, columns):
         row = self.w.db.real['target_get_rows']([target.id]).get(
@@ -264,7 +385,8 @@ class Checker(object):
     def _map_places(self):
         for policy in self.w.policies:
             for place, found in self.w.heat.places(policy.stack_id).items():
-                self._places[found['server_id']] = (policy.id, place)
+                self._places.setdefault(found['server_id'], {})[
+                    policy.id] = place
 
     def _policy_flags(self):
         """Why each policy must not act now, as stored (or None)."""
@@ -314,6 +436,8 @@ class Checker(object):
         self._writing = step.engine
         self._write_raised = False
         self._db_hits = len(self.w.db.faults.hits)
+        self._octavia_hits = len(self.w.octavia.faults.hits)
+        self._step += 1
         self._refreshed = set()
         if step.engine is not None:
             self.attach(step.engine)
@@ -330,6 +454,8 @@ class Checker(object):
             self._user_busy = {root for root in self._user_busy
                                if w.heat.stacks[root].status ==
                                'IN_PROGRESS'}
+        self._octavia_failed = len(self.w.octavia.faults.hits) != getattr(
+            self, '_octavia_hits', 0)
         new = self._news()
         if new['accepted'] or new['refused'] or new['replacements'] or \
                 new['marks'] or new['heat_events'] or new['batches']:
@@ -338,6 +464,7 @@ class Checker(object):
         found += self._check_actions(step, new)
         found += self._check_issued(new)
         found += self._check_backoff(before)
+        found += self._check_restores(new['batches'])
         self._track_drains(new['batches'])
         found += self._check_concurrency(step, before)
         if step.engine is not None and step.engine.alive:
@@ -345,6 +472,7 @@ class Checker(object):
             if step.op == 'pass':
                 found += self._check_brake(step.engine)
         found += self._check_liveness(step)
+        self._forget_evidence(before)
         self._flags = self._policy_flags()
         return found
 
@@ -376,8 +504,20 @@ class Checker(object):
                 self._epoch[row.place] = (recovery.get('attempt'),
                                           recovery['started_at'])
 
-    def _place_of(self, server_id):
-        return self._places.get(server_id, (None, None))
+    def _place_of(self, server_id, stack_id=None):
+        """(policy id, place) of a server, for the stack's policy if named.
+
+        Without a stack, the first policy by id that watches it.
+        """
+        places = self._places.get(server_id) or {}
+        if stack_id is not None:
+            policy = self.w.policy_of_stack(stack_id)
+            if policy is None or policy.id not in places:
+                return None, None
+            return policy.id, places[policy.id]
+        for policy_id in sorted(places):
+            return policy_id, places[policy_id]
+        return None, None
 
     def _check_actions(self, step, new):
         found = []
@@ -385,14 +525,19 @@ class Checker(object):
         for action in new['accepted'] + new['refused']:
             if action.actor != 'recovery':
                 continue
-            policy_id, place = self._place_of(action.server_id)
+            policy_id, place = self._place_of(action.server_id,
+                                              action.stack_id)
             label = '%s %s%s' % (action.action, action.server_id,
                                  ' (refused)' if id(action) in refused
                                  else '')
             if policy_id is None:
                 found.append('recovery action %s on a server no policy '
-                             'watches' % label)
+                             'of its stack %s watches' % (label,
+                                                          action.stack_id))
                 continue
+            found += self._check_evidence(policy_id, action.server_id,
+                                          label)
+            found += self._check_drained(policy_id, place, label)
             key = (place, self._epoch.get(place))
             done = self._actions.setdefault(key, [])
             done.append(label)
@@ -408,9 +553,13 @@ class Checker(object):
         for mark in new['marks']:
             if mark.source != 'recovery':
                 continue
-            policy_id, _place = self._place_of(mark.physical_id)
+            policy_id, place = self._place_of(mark.physical_id,
+                                              mark.stack_id)
             found += self._forbidden(policy_id, 'mark CHECK_FAILED of %s' %
                                      mark.physical_id)
+            if mark.reason.startswith('RECREATE'):
+                found += self._check_drained(policy_id, place, 'mark of %s' %
+                                             mark.physical_id)
         for update in new['updates']:
             if update.kind != 'recovery':
                 continue
@@ -421,6 +570,10 @@ class Checker(object):
             if not self._allowed(policy.id, 'RECREATE'):
                 found.append('stack update by recovery of %s: RECREATE is '
                              'not among its actions' % policy.id)
+            if not update.marked:
+                found.append('stack update by recovery of %s replaces '
+                             'nothing: no resource is CHECK_FAILED' %
+                             update.stack_id)
         for replacement in new['replacements']:
             place = (replacement.stack_id, replacement.resource_name)
             marks = [m for m in self.w.heat.marks if
@@ -449,7 +602,8 @@ class Checker(object):
     def _check_issued(self, new):
         servers = {a.server_id for a in new['accepted']
                    if a.actor == 'recovery'}
-        places = {self._place_of(s)[1] for s in servers}
+        places = {self._place_of(a.server_id, a.stack_id)[1]
+                  for a in new['accepted'] if a.actor == 'recovery'}
         found = []
         for _id, server_id, _state, reason in new['events']:
             if ' issued' in (reason or '') and server_id not in servers:
@@ -493,6 +647,27 @@ class Checker(object):
                         last + 1, '/'.join(row.place),
                         (started - ended).total_seconds(), last,
                         least.total_seconds()))
+        return found
+
+    def _check_restores(self, batches):
+        """A replaced server's drained member never regains weight."""
+        found = []
+        replaced = {r.old for r in self.w.heat.replacements
+                    if r.outcome == 'replaced'}
+        by_address = {a: server.id for server in self.w.nova.servers.values()
+                      for a in server.addresses if server.id in replaced}
+        for batch in batches:
+            if batch.actor != 'recovery':
+                continue
+            last = self._weights.get(batch.pool_id, {})
+            for address, weight in sorted(batch.weights.items()):
+                if (weight and last.get(address) == 0 and
+                        address in by_address):
+                    found.append(
+                        'member %s of pool %s given weight %s back after '
+                        'its server %s was replaced' % (
+                            address, batch.pool_id, weight,
+                            by_address[address]))
         return found
 
     def _track_drains(self, batches):
@@ -621,9 +796,13 @@ class Checker(object):
         owed = set()
         by_server = {}
         for row in self.rows.values():
-            by_server[row.server_id] = row
+            by_server.setdefault(row.policy_id, {})[row.server_id] = row
+        pools = {spec['pool_id']: root for root, specs in
+                 w.heat.load_balancers.items() for spec in specs}
         for (pool_id, address), weight in self._drained.items():
-            row = self._row_at(address, by_server)
+            policy = w.policy_of_stack(pools.get(pool_id))
+            row = policy and self._row_at(address, policy.id,
+                                          by_server.get(policy.id, {}))
             if row is not None and row.state in ('HEALTHY', 'GAVE_UP'):
                 owed.add(('weight', row.policy_id, pool_id, address,
                           weight, row.id))
@@ -636,7 +815,9 @@ class Checker(object):
                          (stack.id, rsrc.name)]
                 if not marks or marks[-1].source != 'recovery':
                     continue
-                row = by_server.get(rsrc.physical_id)
+                policy = w.policy_of_stack(stack.id)
+                row = policy and by_server.get(policy.id, {}).get(
+                    rsrc.physical_id)
                 if row is not None and row.state == 'HEALTHY':
                     owed.add(('mark', row.policy_id, stack.id, rsrc.name,
                               rsrc.physical_id, row.id))
@@ -655,23 +836,30 @@ class Checker(object):
                     str(i): v for i, v in enumerate(values)})
         return found
 
-    def _row_at(self, address, by_server):
+    def _row_at(self, address, policy_id, by_server):
+        """The policy's row of the server at ``address`` (or replacing it).
+
+        Only that policy's: another policy watching the same server (or
+        having replaced it) owes nothing to this policy's pool.
+        """
         for server in self.w.nova.servers.values():
             if address in server.addresses:
                 row = by_server.get(server.id)
                 if row is not None:
                     return row
                 for candidate in self.rows.values():
-                    if (candidate.recovery or {}).get('old_server_id') == \
-                            server.id:
+                    if candidate.policy_id == policy_id and (
+                            candidate.recovery or {}).get(
+                                'old_server_id') == server.id:
                         return candidate
         return None
 
     def _faults_pending(self):
         w = self.w
-        return any(f.pending for f in (w.db.faults, w.nova.faults,
-                                       w.nova.list_faults, w.octavia.faults,
-                                       w.heat.faults))
+        return w.octavia.held() or any(
+            f.pending for f in (w.db.faults, w.nova.faults,
+                                w.nova.list_faults, w.octavia.faults,
+                                w.heat.faults))
 
 
 def _cut(text, size=60):

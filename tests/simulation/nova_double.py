@@ -47,6 +47,11 @@ _TASK_STATUS = {'rebooting': 'REBOOT', 'reboot_pending': 'REBOOT',
                 'rebuilding': 'REBUILD', 'rebuild_spawning': 'REBUILD'}
 
 # Virtual seconds an accepted action takes.
+# Actions that take a server back to active: (the vm_state Nova accepts
+# them in, the task they run as).
+_TO_ACTIVE = {'start': ('stopped', 'powering-on'),
+              'unpause': ('paused', 'unpausing'),
+              'resume': ('suspended', 'resuming')}
 DURATIONS = {'reboot': 4, 'start': 3, 'stop': 3, 'unpause': 1, 'resume': 2,
              'rebuild': 8, 'delete': 2, 'force_delete': 1, 'build': 5,
              'suspend': 2}
@@ -61,7 +66,9 @@ BREAKS = ('SHUTOFF', 'CRASHED', 'GUEST_PAUSED', 'VANISHED', 'PAUSED',
           'SUSPENDED', 'ERROR', 'STUCK', 'GONE')
 
 Accepted = collections.namedtuple('Accepted', ['at', 'server_id', 'action',
-                                               'detail', 'actor'])
+                                               'detail', 'actor', 'stack_id'],
+                                  defaults=(None,))
+"""``stack_id``: the root stack whose owner's client asked (recovery)."""
 
 
 class Server(object):
@@ -129,6 +136,7 @@ class NovaDouble(object):
         self.refused = []          # [Accepted] of the actions refused (409)
         self.faults = faults_mod.Faults()        # the clients' calls
         self.list_faults = faults_mod.Faults()   # the admin listings
+        self.caller = None         # root stack of the client calling now
         self._count = 0
 
     # Time
@@ -263,8 +271,9 @@ class NovaDouble(object):
 
     # The API, as a stack owner's novaclient reaches it
 
-    def client(self, actor='recovery'):
-        return _Client(self, actor)
+    def client(self, actor='recovery', stack_id=None):
+        """A client; ``stack_id``: the stack whose owner's trust it has."""
+        return _Client(self, actor, stack_id)
 
     def _call(self, actor, call, server_id, *args):
         self.faults.check(faults_mod.BEFORE, call, server_id)
@@ -275,14 +284,14 @@ class NovaDouble(object):
                 # Sent all the same: an action asked for twice shows here.
                 self.refused.append(Accepted(self._clock(), server_id, call,
                                              args[0] if args else None,
-                                             actor))
+                                             actor, self.caller))
             raise
         self.faults.check(faults_mod.AFTER, call, server_id)
         return result
 
     def _accept(self, actor, server, action, detail=None):
         self.accepted.append(Accepted(self._clock(), server.id, action,
-                                      detail, actor))
+                                      detail, actor, self.caller))
 
     def _api_get(self, actor, server_id):
         return _Resource(self._live(server_id).to_dict())
@@ -320,12 +329,23 @@ class NovaDouble(object):
                    vm_state='stopped' if stopped else 'active',
                    power_state=SHUTDOWN if stopped else RUNNING)
 
-    def _api_start(self, actor, server_id):
+    def _back_to_active(self, actor, server_id, action):
+        """START, UNPAUSE or RESUME: from its one vm_state to active."""
+        vm_state, task = _TO_ACTIVE[action]
         server = self._live(server_id)
-        self._check(server, 'start', ('stopped',))
-        self._accept(actor, server, 'start')
-        self._busy(server, 'powering-on', DURATIONS['start'],
-                   vm_state='active', power_state=RUNNING)
+        self._check(server, action, (vm_state,))
+        self._accept(actor, server, action)
+        self._busy(server, task, DURATIONS[action], vm_state='active',
+                   power_state=RUNNING)
+
+    def _api_start(self, actor, server_id):
+        self._back_to_active(actor, server_id, 'start')
+
+    def _api_unpause(self, actor, server_id):
+        self._back_to_active(actor, server_id, 'unpause')
+
+    def _api_resume(self, actor, server_id):
+        self._back_to_active(actor, server_id, 'resume')
 
     def _api_stop(self, actor, server_id):
         server = self._live(server_id)
@@ -337,20 +357,6 @@ class NovaDouble(object):
         else:
             self._busy(server, 'powering-off', DURATIONS['stop'],
                        vm_state='stopped', power_state=SHUTDOWN)
-
-    def _api_unpause(self, actor, server_id):
-        server = self._live(server_id)
-        self._check(server, 'unpause', ('paused',))
-        self._accept(actor, server, 'unpause')
-        self._busy(server, 'unpausing', DURATIONS['unpause'],
-                   vm_state='active', power_state=RUNNING)
-
-    def _api_resume(self, actor, server_id):
-        server = self._live(server_id)
-        self._check(server, 'resume', ('suspended',))
-        self._accept(actor, server, 'resume')
-        self._busy(server, 'resuming', DURATIONS['resume'],
-                   vm_state='active', power_state=RUNNING)
 
     def _api_delete(self, actor, server_id):
         server = self._live(server_id)
@@ -410,13 +416,18 @@ class _Resource(object):
 
 
 class _Servers(object):
-    def __init__(self, nova, actor):
+    def __init__(self, nova, actor, stack_id=None):
         self._nova = nova
         self._actor = actor
+        self._stack_id = stack_id
 
     def _do(self, call, server, *args):
         server_id = getattr(server, 'id', server)
-        return self._nova._call(self._actor, call, server_id, *args)
+        self._nova.caller = self._stack_id
+        try:
+            return self._nova._call(self._actor, call, server_id, *args)
+        finally:
+            self._nova.caller = None
 
     def get(self, server):
         return self._do('get', server)
@@ -449,8 +460,8 @@ class _Servers(object):
 class _Client(object):
     """A python-novaclient Client, as far as NovaActions uses one."""
 
-    def __init__(self, nova, actor):
-        self.servers = _Servers(nova, actor)
+    def __init__(self, nova, actor, stack_id=None):
+        self.servers = _Servers(nova, actor, stack_id)
 
 
 class _Listing(object):

@@ -64,10 +64,12 @@ class OctaviaDouble(object):
         self.pools = {}      # id -> {'lb': id, 'members': [dict]}
         self.batches = []    # [Batch]
         self.faults = faults_mod.Faults()
+        self.slow = []       # seconds the next changes keep it busy
         self._count = 0
 
     def add_pool(self, lb_id, pool_id):
-        self.lbs[lb_id] = {'provisioning_status': 'ACTIVE', 'until': None}
+        self.lbs[lb_id] = {'provisioning_status': 'ACTIVE', 'until': None,
+                           'held_until': None}
         self.pools[pool_id] = {'lb': lb_id, 'members': []}
 
     def _new_id(self):
@@ -80,6 +82,39 @@ class OctaviaDouble(object):
             lb['provisioning_status'] = 'ACTIVE'
             lb['until'] = None
         return lb
+
+    def hold(self, lb_id, seconds):
+        """The load balancer stays PENDING_UPDATE for ``seconds`` more.
+
+        As when Octavia's worker is slow or another change runs long:
+        every change is refused with 409 "immutable" meanwhile, and a
+        drain may have to be carried over several recovery passes.
+        """
+        lb = self._lb(lb_id)
+        until = self._clock() + datetime.timedelta(seconds=seconds)
+        lb['provisioning_status'] = 'PENDING_UPDATE'
+        lb['until'] = max(until, lb['until'] or until)
+        lb['held_until'] = lb['until']
+
+    def slow_next(self, seconds):
+        """The next accepted change keeps its load balancer busy longer."""
+        self.slow.append(seconds)
+
+    def release(self):
+        """Every hold ends now (the outage is over)."""
+        now = self._clock()
+        del self.slow[:]
+        for lb in self.lbs.values():
+            if lb['held_until'] is not None and lb['held_until'] > now:
+                lb['held_until'] = None
+                lb['until'] = now
+
+    def held(self):
+        """Whether a load balancer is held busy now."""
+        now = self._clock()
+        return bool(self.slow) or any(
+            lb['held_until'] is not None and lb['held_until'] > now
+            for lb in self.lbs.values())
 
     def weights(self, pool_id):
         """{address: weight} of the pool's members now."""
@@ -114,8 +149,10 @@ class OctaviaDouble(object):
                                                         m['protocol_port']))
         lb = self.lbs[pool['lb']]
         lb['provisioning_status'] = 'PENDING_UPDATE'
-        lb['until'] = self._clock() + datetime.timedelta(
-            seconds=CHANGE_SECONDS)
+        lb['until'] = max(self._clock() + datetime.timedelta(
+            seconds=CHANGE_SECONDS), lb['until'] or self._clock())
+        if self.slow and actor == 'recovery':
+            self.hold(pool['lb'], self.slow.pop(0))
         self.batches.append(Batch(self._clock(), pool_id,
                                   self.weights(pool_id), actor))
 

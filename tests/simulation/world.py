@@ -42,6 +42,7 @@ from tests.simulation import faults as faults_mod
 from tests.simulation import heat_double
 from tests.simulation import nova_double
 from tests.simulation import octavia_double
+from tests.simulation import poll_url_double
 
 DEFAULT_POLICY = {
     'detection': {
@@ -55,6 +56,15 @@ DEFAULT_POLICY = {
 }
 
 
+URL_MODE = {'type': obs.NODE_STATUS_POLL_URL,
+            'options': {'poll_url': poll_url_double.URL}}
+
+# The policy of another project that watches policy-0's servers too.
+WATCHER_RECOVERY = {'actions': [{'name': 'REBOOT',
+                                 'params': {'type': 'HARD'}}],
+                    'max_attempts': 2, 'max_concurrent': 1}
+
+
 class WouldBlock(Exception):
     """A virtual sleep the world was told not to let pass."""
 
@@ -62,10 +72,13 @@ class WouldBlock(Exception):
 class Policy(object):
     """A registered policy of the world and the stack it watches."""
 
-    def __init__(self, policy_id, stack_id, spec):
+    def __init__(self, policy_id, stack_id, spec, project_id='project-1',
+                 watcher=False):
         self.id = policy_id
         self.stack_id = stack_id
         self.spec = spec
+        self.project_id = project_id
+        self.watcher = watcher
 
 
 def _merged(overrides):
@@ -91,11 +104,17 @@ class World(object):
         ``group/N``), else in the root stack.
     :param drain_sleep: ``advance`` (a virtual sleep moves the clock) or
         ``raise`` (WouldBlock: the step cannot wait).
+    :param shared: every policy also checks its servers' poll URLs (each
+        its own), and one more policy, ``policy-shared`` of another
+        project, watches policy-0's servers through a stack of its own
+        (see ``HeatDouble.alias_stack``), checking its own poll URL and
+        recovering by hard reboots; ``urls`` makes any policy's URL of a
+        server stop answering.
     """
 
     def __init__(self, engines=1, policy=None, servers=3, pool=True,
                  policies=1, nested=True, seed=0, lease_seconds=30,
-                 weight=1, drain_sleep='advance'):
+                 weight=1, drain_sleep='advance', shared=False):
         self.clock = clock_mod.VirtualClock()
         self.trace = []
         self.lease_seconds = lease_seconds
@@ -109,9 +128,18 @@ class World(object):
             self.octavia = octavia_double.OctaviaDouble(self.clock)
             self.heat = heat_double.HeatDouble(self.clock, self.nova,
                                                self.octavia)
+            self.urls = poll_url_double.PollUrlDouble(self.clock, self.nova)
+            if shared:
+                policy = copy.deepcopy(policy or {})
+                detection = policy.setdefault('detection', {})
+                detection['detection_modes'] = list(detection.get(
+                    'detection_modes') or DEFAULT_POLICY['detection'][
+                        'detection_modes']) + [URL_MODE]
             self.policies = [self._add_policy(i, policy, servers, pool,
                                               nested, weight)
                              for i in range(policies)]
+            if shared:
+                self.policies.append(self._add_watcher(policy))
             self.engines = [engine_mod.Engine(self, 'engine-%d' % i, seed + i)
                             for i in range(engines)]
         except BaseException:
@@ -145,6 +173,43 @@ class World(object):
             'project_id': 'project-1', 'user_id': 'user-1', 'spec': spec,
             'enabled': enabled})
         return Policy(policy_id, stack_id, spec)
+
+    def _add_watcher(self, overrides):
+        """policy-shared: another project's policy on policy-0's servers."""
+        found = self.heat.places(self.policies[0].stack_id)
+        servers = [found[p]['server_id'] for p in
+                   sorted(found, key=lambda p: found[p]['path'])]
+        stack_id, names = self.heat.alias_stack('shared', servers)
+        spec = _merged({'detection': (overrides or {}).get('detection', {}),
+                        'recovery': WATCHER_RECOVERY})
+        spec.pop('enabled', None)
+        spec['targets'] = names
+        spec['enabled'] = True
+        self.db.real['policy_create_or_update']({
+            'id': 'policy-shared', 'stack_id': stack_id,
+            'resource_name': 'health', 'project_id': 'project-2',
+            'user_id': 'user-2', 'spec': spec, 'enabled': True})
+        return Policy('policy-shared', stack_id, spec, 'project-2',
+                      watcher=True)
+
+    def policy_of_stack(self, stack_id):
+        """The world's policy whose stack holds ``stack_id`` (or None)."""
+        root = self.heat._root_of(stack_id) if stack_id in \
+            self.heat.stacks else stack_id
+        for policy in self.policies:
+            if policy.stack_id == root:
+                return policy
+        return None
+
+    def silence_url(self, index, policy=0, silent=True):
+        """The policy's own poll URL of a server stops answering (or not).
+
+        Nova still says the server is ACTIVE and running.
+        """
+        server_id = self.server_id(index, policy)
+        self.urls.silence(self._policy(policy).id, server_id, silent)
+        self.note('poll URL of %s for %s silent: %s' % (
+            server_id, self._policy(policy).id, silent))
 
     # Time and the trace
 

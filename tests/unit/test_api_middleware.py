@@ -304,7 +304,7 @@ class TestPauseAndTimeline(_FilterTestCase):
                           'limit': 5},
                          self.filter._rpc.health_events.call_args[1])
         for query, words in [('?marker=x', '"marker" must be an integer'),
-                             ('?marker=-1', 'at least 0'),
+                             ('?marker=-1', 'from 0 to'),
                              ('?limit=0', 'from 1 to 1000'),
                              ('?since=yesterday', 'ISO 8601')]:
             self.assertIn(words, self._message(

@@ -207,13 +207,22 @@ class TestMarkUnhealthyReasonAndRecord(StackTestCase):
                                     marking_object.Marking.get_all_by_stack(
                                         self.top.id)])
 
-    def test_record_keeps_what_heat_keeps_on_mysql(self):
-        # 'é' is two bytes in UTF-8: 65,535 bytes end inside a character.
-        reason = 'é' * 40000
+    def test_reason_as_long_as_a_text_column_holds_is_kept_whole(self):
+        # 'é' is two bytes in UTF-8, the last one a single byte.
+        reason = 'é' * 32767 + 'x'
         result = self._mark('web', reason=reason)
         self.assertEqual(reason, self._state(self.top)[2])
         recorded = marking_object.Marking.obj_from_primitive(result).reason
-        self.assertEqual('é' * 32767, recorded)
+        self.assertEqual(reason, recorded)
+
+    def test_longer_reason_is_refused_before_anything_changes(self):
+        error = self.assertRaises(exception.Invalid, self._mark, 'web',
+                                  reason='é' * 32768)
+        self.assertIn('65536 bytes long in UTF-8, more than the 65535',
+                      str(error))
+        self.assertEqual(('CREATE', 'COMPLETE'), self._state(self.top)[:2])
+        self.assertEqual([], marking_object.Marking.get_all_by_stack(
+            self.top.id))
 
     def test_a_failed_record_still_answers_the_marking(self):
         self.patchobject(db_api, 'marking_create',

@@ -11,6 +11,7 @@ from heat.engine import template
 from heat.tests import utils
 import oslo_messaging
 
+from heat_health.engine import policy_spec
 from heat_health.objects import policy as policy_object
 from heat_health.resources import health_policy
 from heat_health.rpc import client as rpc_client
@@ -101,6 +102,15 @@ class HealthPolicyTestCase(base.HeatHealthTestCase):
             poll_url='http://{ip}/', poll_url_healthy_response=''))
         self.assertIn('poll_url_healthy_response must not be empty', msg)
 
+    def test_poll_url_that_can_never_be_fetched_is_named_at_validation(self):
+        for url, why in [('http://user:secret@{ip}/health', 'credentials'),
+                         ('http://169.254.169.254\\@{ip}/', 'backslash'),
+                         ('http://[::1/health', 'host')]:
+            msg = self._invalid(detection=self._poll_url(poll_url=url))
+            self.assertIn('poll_url', msg)
+            self.assertNotIn('secret', msg)
+            self.assertIn(why, msg.lower())
+
     def test_valid_poll_url_without_pattern(self):
         stack = self._stack(detection=self._poll_url(
             poll_url='http://{ip}:8080/health'))
@@ -177,6 +187,23 @@ class HealthPolicyTestCase(base.HeatHealthTestCase):
         msg = self._invalid(detection={'interval': 1})
         self.assertIn('interval', msg)
         self.assertIn('5', msg)
+
+    def test_waits_and_concurrency_have_maxima(self):
+        msg = self._invalid(recovery={'node_delete_timeout': 601})
+        self.assertIn('node_delete_timeout', msg)
+        self.assertIn('600', msg)
+        msg = self._invalid(recovery={'max_concurrent': 21})
+        self.assertIn('max_concurrent', msg)
+        self.assertIn('20', msg)
+        stack = self._stack(recovery={'node_delete_timeout': 600,
+                                      'max_concurrent': 20})
+        self.assertIsNone(stack['policy'].validate())
+
+    def test_stored_values_above_the_maxima_are_read_as_them(self):
+        spec = policy_spec.PolicySpec.parse({'recovery': {
+            'node_delete_timeout': 3600, 'max_concurrent': 1000}})
+        self.assertEqual((600, 20), (spec.recovery.node_delete_timeout,
+                                     spec.recovery.max_concurrent))
 
     def test_target_not_in_stack(self):
         msg = self._invalid(targets=['nothere'])

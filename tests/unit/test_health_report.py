@@ -151,6 +151,34 @@ class TestEngineReport(test_engine_endpoint.StackTestCase):
         self.assertEqual(('HEALTHY', 'UNHEALTHY'),
                          (event['old_state'], event['new_state']))
 
+    def test_a_policy_error_is_shown_until_its_owner_clears_it(self):
+        with db_api._facade.writer.using(db_api._Session()) as session:
+            session.add(models.Policy(
+                id='pol-1', stack_id=self.top.id, resource_name='health',
+                project_id='tenant-1', enabled=True, engine_id='e-1',
+                generation=3, spec={}))
+        why = 'its targets could not be stored: data too long'
+        # Only the owner under its generation writes it.
+        self.assertFalse(db_api.policy_set_error('e-2', 'pol-1', 3, why))
+        self.assertFalse(db_api.policy_set_error('e-1', 'pol-1', 2, why))
+        self.assertIsNone(self._report(self.top)['policies'][0]['error'])
+        self.assertTrue(db_api.policy_set_error('e-1', 'pol-1', 3, why))
+        policy, = self._report(self.top)['policies']
+        self.assertEqual(why, policy['error'])
+        since = policy['error_since']
+        self.assertIsNotNone(since)
+        # The same error again keeps its time; a long one is cut.
+        db_api.policy_set_error('e-1', 'pol-1', 3, why)
+        self.assertEqual(since,
+                         self._report(self.top)['policies'][0]['error_since'])
+        db_api.policy_set_error('e-1', 'pol-1', 3, 'x' * 5000)
+        self.assertEqual('x' * 1024,
+                         self._report(self.top)['policies'][0]['error'])
+        db_api.policy_set_error('e-1', 'pol-1', 3, None)
+        policy, = self._report(self.top)['policies']
+        self.assertEqual((None, None), (policy['error'],
+                                        policy['error_since']))
+
     def test_stack_without_policies(self):
         self.assertEqual([], self._report(self.top)['policies'])
 
@@ -271,11 +299,12 @@ class TestEnginePause(test_engine_endpoint.StackTestCase):
         for ref in (self.top.name, self.top.id):
             self.assertEqual(self.top.id, report(ref, self.ctx)['stack_id'])
         other = utils.dummy_context(tenant_id='tenant-2')
-        # Its id exists but is not theirs: forbidden, as Heat answers a
-        # path into another project; its name is simply not found.
-        error = self.assertRaises(exception.InvalidTenant, report, self.top.id,
-                                  other)
-        self.assertIn('another project', str(error))
+        # Its id exists but is not theirs: not found, as Heat's own lookup
+        # answers, the same as its name.
+        error = self.assertRaises(exception.EntityNotFound, report,
+                                  self.top.id, other)
+        self.assertEqual('The Stack (%s) could not be found.' % self.top.id,
+                         str(error))
         self.assertRaises(exception.EntityNotFound, report, self.top.name,
                           other)
         self.assertRaises(exception.EntityNotFound, report,

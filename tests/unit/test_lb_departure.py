@@ -22,6 +22,9 @@ heat_template_version: 2018-08-31
 resources:
   lb:
     type: OS::Heat::TestResource
+  server:
+    # Stands for the group member's server, server-1 once created.
+    type: OS::Heat::TestResource
   departure:
     type: OS::Heat::LoadBalancerDeparture
     properties:
@@ -44,6 +47,7 @@ class DepartureTest(base.HeatHealthTestCase):
         self.stack.create()
         self.assertEqual((self.stack.CREATE, self.stack.COMPLETE),
                          self.stack.state, self.stack.status_reason)
+        self.stack['server'].resource_id_set('server-1')
         self.departure = self.stack['departure']
 
     def _members(self, *server_ids):
@@ -86,6 +90,21 @@ class DepartureTest(base.HeatHealthTestCase):
         self.assertTrue(self._finishes(runner, steps=1))
         self.assertEqual((self.departure.DELETE, self.departure.COMPLETE),
                          self.departure.state)
+
+    def test_a_departure_never_takes_another_stacks_server_out(self):
+        # Another project's stack names server-1 (not one of its own).
+        other = heat_stack.Stack(
+            utils.dummy_context(tenant_id='attacker'), 'other',
+            template.Template(template_format.parse(TEMPLATE)))
+        other.store()
+        other.create()
+        self._members('server-1')
+        other['lb'].data_set(lb_members.DATA_MEMBERS, jsonutils.dumps(
+            {'server-1': {'member_id': 'm', 'address': '10.0.0.5'}}))
+        runner = scheduler.TaskRunner(other['departure'].delete)
+        runner.start()
+        runner.step()
+        self.assertEqual(frozenset(), departures.departing(self.ctx))
 
     def test_after_the_timeout_the_server_goes_anyway_with_an_event(self):
         self._members('server-1')

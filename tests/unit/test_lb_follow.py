@@ -15,22 +15,23 @@ def _server(status, address=None):
 
 
 class FakeResolver(object):
-    def __init__(self, places):
+    def __init__(self, places, busy=()):
         self.places = places
+        self.busy = frozenset(busy)
 
     def resolve(self, ctxt, policies):
         return {policies[0].id: types.SimpleNamespace(places={
             ('nested', path): {'server_id': server_id, 'path': path}
-            for server_id, path in self.places.items()})}
+            for server_id, path in self.places.items()}, busy=self.busy)}
 
 
 class WantedTest(unittest.TestCase):
 
-    def _wanted(self, places, servers, leaving=frozenset()):
-        follower = lb_follow.MemberFollower(
+    def _wanted(self, places, servers, leaving=frozenset(), busy=()):
+        follower = self.follower = lb_follow.MemberFollower(
             octavia_client=None, list_servers=lambda ids: {
                 i: servers[i] for i in ids if i in servers})
-        follower._resolver = FakeResolver(places)
+        follower._resolver = FakeResolver(places, busy)
         lb = lb_follow.LoadBalancer(1, 'lb-uuid', 'stack', 'lb', {
             'subnet_cidr': CIDR, 'targets': ['web'],
             'members': {'old': {'member_id': 'm1', 'address': '10.0.1.5',
@@ -49,6 +50,16 @@ class WantedTest(unittest.TestCase):
         wanted, _ = self._wanted(places, {
             'new': _server('ACTIVE', '10.0.1.7'), 'old': _server('ACTIVE')})
         self.assertEqual({'new': '10.0.1.7', 'other': '10.0.1.6'}, wanted)
+
+    def test_a_stack_action_on_the_targets_makes_passes_follow_closely(
+            self):
+        places = {'new': 'web/0', 'other': 'web/1'}
+        self._wanted(places, {'new': _server('BUILD')})
+        self.assertFalse(self.follower._busy)
+        # The replacement being created: passes every quarter second.
+        self._wanted(places, {'new': _server('BUILD')},
+                     busy={('nested', 'web/0')})
+        self.assertTrue(self.follower._busy)
 
     def test_a_replaced_server_nova_no_longer_has_is_not_kept(self):
         places = {'new': 'web/0', 'other': 'web/1'}

@@ -23,6 +23,10 @@ def _by_server(observations):
     return {o.server_id: (o.verdict, o.source) for o in observations}
 
 
+def _by_policy(observations):
+    return {(o.policy_id, o.server_id): o.verdict for o in observations}
+
+
 def test_error_with_admin_up_is_unhealthy_online_healthy():
     found, blind = lb_status.verdicts('pool-1', [
         _member('10.0.0.5', 'ERROR'), _member('10.0.0.6', 'ONLINE')],
@@ -105,24 +109,50 @@ def test_poller_reads_each_pool_once_and_hands_verdicts_over():
         'pool-1': [_member('10.0.0.5', 'ERROR')],
         'pool-2': [_member('10.0.1.5', 'ONLINE')]}, clock)
     poller.poll([
-        lb_status.Pool('pool-1', True, _servers('10.0.0.5'), ['p1', 'p2']),
-        lb_status.Pool('pool-2', True, {('10.0.1.5', 80): 's2'}, ['p1']),
-        lb_status.Pool('pool-3', False, {('10.0.2.5', 80): 's3'}, ['p3'])])
+        lb_status.Pool('pool-1', True, {'p1': _servers('10.0.0.5'),
+                                        'p2': _servers('10.0.0.5')}),
+        lb_status.Pool('pool-2', True, {'p1': {('10.0.1.5', 80): 's2'}}),
+        lb_status.Pool('pool-3', False, {'p3': {('10.0.2.5', 80): 's3'}})])
     assert asked == ['pool-1', 'pool-2']
     assert _by_server(seen) == {
         'server-10.0.0.5': (obs.UNHEALTHY, obs.LB_STATUS_POLLING),
         's2': (obs.HEALTHY, obs.LB_STATUS_POLLING)}
+    # Each policy reading the pool has its own verdict, named after it.
+    assert _by_policy(seen) == {
+        ('p1', 'server-10.0.0.5'): obs.UNHEALTHY,
+        ('p2', 'server-10.0.0.5'): obs.UNHEALTHY,
+        ('p1', 's2'): obs.HEALTHY}
     assert poller.blind('p1') is None
+
+
+def test_a_policy_judges_only_the_members_it_watches():
+    clock = Clock()
+    poller, seen, asked = _poller({
+        'pool-1': [_member('10.0.0.5', 'ERROR'),
+                   _member('10.0.0.6', 'ERROR')]}, clock)
+    poller.poll([lb_status.Pool('pool-1', True, {
+        'p1': _servers('10.0.0.5', '10.0.0.6'),
+        'p2': _servers('10.0.0.6')})])
+    assert asked == ['pool-1']
+    # For p1 every member it watches is ERROR at once: it cannot see.
+    # p2 watches one member, whose health checks fail.
+    assert _by_policy(seen) == {
+        ('p1', 'server-10.0.0.5'): obs.UNKNOWN,
+        ('p1', 'server-10.0.0.6'): obs.UNKNOWN,
+        ('p2', 'server-10.0.0.6'): obs.UNHEALTHY}
+    assert poller.blind('p1').startswith('every member')
+    assert poller.blind('p2') is None
 
 
 def test_octavia_errors_blind_the_pool_policies_for_a_while():
     clock = Clock()
     poller, seen, _asked = _poller({
         'pool-1': octavia_adapter.OctaviaUnavailable('HTTP 503')}, clock)
-    pool = lb_status.Pool('pool-1', True, _servers('10.0.0.5'), ['p1'])
+    pool = lb_status.Pool('pool-1', True, {'p1': _servers('10.0.0.5')})
     poller.poll([pool])
     assert _by_server(seen) == {
         'server-10.0.0.5': (obs.UNKNOWN, obs.LB_STATUS_POLLING)}
+    assert [o.policy_id for o in seen] == ['p1']
     assert 'Octavia error: HTTP 503' in poller.blind('p1')
     assert poller.blind('p2') is None
     clock.now += lb_status.BLIND_SECONDS
@@ -134,8 +164,8 @@ def test_a_good_reading_of_the_same_pool_clears_the_blindness():
     listings = {'pool-1': [_member('10.0.0.5', 'ERROR'),
                            _member('10.0.0.6', 'ERROR')]}
     poller, _seen, _asked = _poller(listings, clock)
-    pool = lb_status.Pool('pool-1', True, _servers('10.0.0.5', '10.0.0.6'),
-                          ['p1'])
+    pool = lb_status.Pool('pool-1', True,
+                          {'p1': _servers('10.0.0.5', '10.0.0.6')})
     poller.poll([pool])
     assert poller.blind('p1').startswith('every member')
     listings['pool-1'][0] = _member('10.0.0.5', 'ONLINE')

@@ -69,11 +69,23 @@ def test_reason_must_be_a_string():
         {'mark_unhealthy': True, 'resource_status_reason': 42})
 
 
-def test_reason_of_any_length_is_accepted_as_heat_accepts_it():
-    for length in (255, 256, 300, 100000):
+def test_reason_up_to_what_a_resource_status_reason_holds():
+    for length in (255, 256, 300, 65535):
         reason = 'x' * length
         assert _parse({'mark_unhealthy': True,
                        'resource_status_reason': reason}) == (True, reason)
+    # Counted in bytes of UTF-8, as MySQL's TEXT counts: 3 bytes each.
+    reason = '\u20ac' * 21845
+    assert _parse({'mark_unhealthy': True,
+                   'resource_status_reason': reason}) == (True, reason)
+
+
+def test_reason_longer_than_a_resource_status_reason_holds():
+    message = _bad_request({'mark_unhealthy': True,
+                            'resource_status_reason': '\u20ac' * 21846})
+    assert message == ('"resource_status_reason" is 65538 bytes long in '
+                       'UTF-8, more than the 65535 a resource status reason '
+                       'holds.')
 
 
 def test_reason_with_an_unpaired_surrogate():

@@ -24,8 +24,9 @@ def _policy(policy_id, interval=5, modes=('NODE_STATUS_POLLING',)):
         'detection_modes': [{'type': m, 'options': {'poll_url': 'u'}}
                             for m in modes]}}
     return types.SimpleNamespace(
-        id=policy_id, stack_id='stack-' + policy_id, enabled=True,
-        suspended=False, paused=None, spec=spec,
+        id=policy_id, stack_id='stack-' + policy_id,
+        project_id='project-' + policy_id, enabled=True, suspended=False,
+        paused=None, spec=spec,
         parsed=policy_spec.PolicySpec.parse(spec))
 
 
@@ -204,6 +205,10 @@ class TestMonitor(base.HeatHealthTestCase):
                          {(t.server_id, tuple(t.addresses))
                           for t, _o in self.urls.submitted})
         self.assertEqual({'poll_url': 'u'}, self.urls.submitted[0][1])
+        # Each check is the policy's own, in its project's share.
+        self.assertEqual({('pu', 'project-pu')},
+                         {(t.policy_id, t.project_id)
+                          for t, _o in self.urls.submitted})
         self.time += 1
         self.monitor.tick()
         self.assertEqual(2, len(self.urls.submitted))
@@ -234,3 +239,28 @@ class TestMonitor(base.HeatHealthTestCase):
         target, _options = self.urls.submitted[-1]
         self.assertEqual(('vm-s1', ['10.0.0.1']),
                          (target.name, list(target.addresses)))
+
+
+class TestRefreshSchedule(base.HeatHealthTestCase):
+
+    def test_a_policy_held_under_a_new_generation_is_read_at_once(self):
+        schedule = monitor.RefreshSchedule()
+        held = {'pa': 1, 'pb': 1}
+        policies = [_policy('pa'), _policy('pb', interval=60)]
+        self.assertEqual(['pa', 'pb'], [p.id for p in schedule.due(
+            policies, 100.0, held.get)])
+        schedule.read(policies, 100.0, held.get)
+        self.assertEqual([], schedule.due(policies, 101.0, held.get))
+        # Another engine held pa in between, unseen: its rows are stale.
+        held['pa'] = 3
+        self.assertEqual(['pa'], [p.id for p in schedule.due(
+            policies, 101.0, held.get)])
+        schedule.read(policies[:1], 101.0, held.get)
+        self.assertEqual([], schedule.due(policies, 102.0, held.get))
+        # Otherwise every REFRESH_SECONDS at most.
+        self.assertEqual(['pa', 'pb'], [p.id for p in schedule.due(
+            policies, 101.0 + monitor.REFRESH_SECONDS, held.get)])
+        # A policy let go and held again is read at once.
+        schedule.due(policies[1:], 102.0, held.get)
+        self.assertEqual(['pa'], [p.id for p in schedule.due(
+            policies, 102.0, held.get)])

@@ -173,6 +173,20 @@ class TestStatusPoller(base.HeatHealthTestCase):
         self.assertNotIn('b', seen)
         self.assertNotIn('c', seen)
 
+    def test_lookup_judges_no_server_nova_is_working_on(self):
+        # A new owner finds a server its first owner just asked to start.
+        self._poll()
+        self.nova.servers['a'] = nova_adapter.Server(
+            'SHUTOFF', [], 'a', 'powering-on', self.now)
+        del self.seen[:]
+        self.assertEqual(0, self.poller.lookup({'a'}))
+        self.assertEqual([], self.seen)
+        # The next poll looks it up again, changed or not: the start ended.
+        self.nova.servers['a'] = _server('ACTIVE')
+        seen = self._poll()
+        self.assertEqual({'a': (obs.HEALTHY, 'Nova status ACTIVE')}, seen)
+        self.assertIn(('ids', ('a',)), self.nova.calls)
+
     def test_lookup_errors_are_no_verdict(self):
         self.nova.error = 'computeFault: 500'
         self.assertEqual(0, self.poller.lookup({'a'}))

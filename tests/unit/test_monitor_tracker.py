@@ -21,6 +21,8 @@ from tests.unit import base
 
 POLL = obs.NODE_STATUS_POLLING
 EVENTS = obs.LIFECYCLE_EVENTS
+URL = obs.NODE_STATUS_POLL_URL
+LB = obs.LB_STATUS_POLLING
 ENGINE = 'engine-1'
 
 
@@ -125,9 +127,11 @@ class TestTracker(base.HeatHealthTestCase):
         return (self._stored(policy_id, server),
                 self._believed(policy_id, server))
 
-    def _observe(self, server, verdict, source=POLL, reason=None):
+    def _observe(self, server, verdict, source=POLL, reason=None,
+                 policy_id=None):
         self.tracker.observe(obs.Observation(
-            server, verdict, reason or 'Nova status X', source, self.now))
+            server, verdict, reason or 'Nova status X', source, self.now,
+            policy_id))
 
     def test_failure_is_recorded_announced_and_in_every_policy(self):
         self._add_policy('pa', ['s1', 's2'])
@@ -162,6 +166,40 @@ class TestTracker(base.HeatHealthTestCase):
         self._observe('s1', obs.HEALTHY)
         self.assertEqual(('HEALTHY', 'HEALTHY'), self._state('pa', 's1'))
         self.assertEqual(4, len(self.notifier.sent))
+
+    def test_a_policys_own_verdict_reaches_only_its_own_target(self):
+        # Two policies watch s1, each with its own URL and pools.
+        self._add_policy('pa', ['s1'], modes=(POLL, URL, LB))
+        self._add_policy('pb', ['s1'], modes=(POLL, URL, LB))
+        self._load()
+        self._observe('s1', obs.UNHEALTHY, source=URL, policy_id='pa',
+                      reason='poll URL of pa answered 500')
+        self.assertEqual(('UNHEALTHY', 'UNHEALTHY'), self._state('pa', 's1'))
+        self.assertEqual(('HEALTHY', 'HEALTHY'), self._state('pb', 's1'))
+        self._observe('s1', obs.UNHEALTHY, source=LB, policy_id='pb',
+                      reason='member of pb ERROR')
+        self.assertEqual(('UNHEALTHY', 'UNHEALTHY'), self._state('pb', 's1'))
+        # pb's healthy URL verdict does not heal pa.
+        self._observe('s1', obs.HEALTHY, source=URL, policy_id='pb')
+        self.assertEqual(('UNHEALTHY', 'UNHEALTHY'), self._state('pa', 's1'))
+        self.tracker.flush()
+        rows = self._rows()
+        self.assertEqual('poll URL of pa answered 500',
+                         rows[('pa', 's1')].observation_reason)
+        self.assertNotEqual('poll URL of pa answered 500',
+                            rows[('pb', 's1')].observation_reason)
+        self.assertEqual({('pa', 'HEALTHY', 'UNHEALTHY', URL),
+                          ('pb', 'HEALTHY', 'UNHEALTHY', LB)},
+                         {(e.policy_id, e.old_state, e.new_state, e.source)
+                          for e in db_api.event_get_recent(['pa', 'pb'])})
+
+    def test_a_nova_fact_reaches_every_policy_watching_the_server(self):
+        self._add_policy('pa', ['s1'], modes=(POLL, URL))
+        self._add_policy('pb', ['s1'], modes=(POLL, URL))
+        self._load()
+        self._observe('s1', obs.UNHEALTHY, reason='Nova status SHUTOFF')
+        self.assertEqual(('UNHEALTHY', 'UNHEALTHY'), self._state('pa', 's1'))
+        self.assertEqual(('UNHEALTHY', 'UNHEALTHY'), self._state('pb', 's1'))
 
     def test_unknown_never_changes_the_state(self):
         self._add_policy('pa', ['s1'])
@@ -332,6 +370,24 @@ class TestTracker(base.HeatHealthTestCase):
         # ...what is seen once enabled again is.
         self._observe('s1', obs.HEALTHY)
         self.assertEqual(('HEALTHY', 'HEALTHY'), self._state('pa', 's1'))
+
+    def test_reset_read_in_the_load_that_enables_the_policy_is_followed(
+            self):
+        self._add_policy('pa', ['s1'])
+        self._load()
+        self._observe('s1', obs.UNHEALTHY)
+        self._update_policy('pa', enabled=False)
+        self._load()
+        # The user's reset, stored in the second of the UNHEALTHY (MySQL
+        # keeps no fractions), and the switch back on: read in one load.
+        since = self._rows()[('pa', 's1')].state_since
+        with db_api._facade.writer.using(db_api._Session()) as session:
+            session.query(models.Target).filter_by(
+                policy_id='pa', server_id='s1').update(
+                    {'state': 'NO_DATA', 'state_since': since})
+        self._update_policy('pa', enabled=True)
+        self._load()
+        self.assertEqual(('NO_DATA', 'NO_DATA'), self._state('pa', 's1'))
 
     def test_spec_change_never_erases_a_stored_failure(self):
         self._add_policy('pa', ['s1'])

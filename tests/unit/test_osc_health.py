@@ -126,6 +126,17 @@ class TestShowHealth(CommandTestCase):
                          [' '.join(line.split()[:2])
                           for line in servers.splitlines()])
 
+    def test_a_policy_not_watched_fully_says_why_and_since_when(self):
+        failing = _policy(paused=None, error=(
+            'resource group/0 is not watched: its physical id x (37 '
+            'characters) is not a Nova server id'),
+            error_since='2026-11-23T22:10:00')
+        line = health.PoliciesColumn([failing]).human_readable()
+        self.assertTrue(line.startswith(
+            'health: not watched fully since 2026-11-23T22:10:00: resource '
+            'group/0 is not watched: its physical id x (37 characters) is '
+            'not a Nova server id; detection '), line)
+
     def test_a_server_line_leaves_out_what_no_longer_applies(self):
         now = datetime.datetime(2026, 11, 23, 22, 0, 10,
                                 tzinfo=datetime.timezone.utc)

@@ -1,7 +1,6 @@
 """Poll URL checks against an HTTP server of the test's own on 127.0.0.1."""
 
 from http import server as http_server
-import ipaddress
 import socket
 import threading
 import time
@@ -10,6 +9,7 @@ import pytest
 
 from heat_health.engine.monitor import observation as obs
 from heat_health.engine.monitor import poll_url
+from heat_health.engine.monitor import poll_url_guard
 
 SERVER = '0b0a6c7e-4a4c-4d53-9a2c-2a1e4c51f0d1'
 
@@ -83,7 +83,8 @@ def _options(url, **extra):
 def checker():
     seen = []
     checker = poll_url.PollUrlChecker(seen.append, max_workers=2,
-                                      allowed_hosts=['127.0.0.1'])
+                                      allowed_hosts=['127.0.0.1'],
+                                      allowed_networks=['127.0.0.1'])
     checker.seen = seen
     yield checker
     checker.stop()
@@ -162,33 +163,92 @@ def test_hosts_other_than_the_servers_are_refused(url):
     assert found.reason.startswith('check refused')
 
 
+def _destination(url, allowed_hosts, networks):
+    return poll_url_guard.destination(
+        url, TARGET.addresses, allowed_hosts,
+        poll_url_guard.allowed_networks(networks))
+
+
+def _refusal(url, allowed_hosts, networks):
+    try:
+        _destination(url, allowed_hosts, networks)
+    except poll_url_guard.Refused as error:
+        return str(error)
+    return None
+
+
+TENANT = ['10.0.0.0/16', 'fd00::/64']
+
+
 def test_servers_own_addresses_are_allowed():
-    assert poll_url.refusal('http://10.0.0.5:8080/h', TARGET, []) is None
-    assert poll_url.refusal('http://[fd00::5]/h', TARGET, []) is None
-    assert poll_url.refusal('https://10.0.0.5/h', TARGET, []) is None
-    assert poll_url.refusal('http://localhost/h', TARGET,
-                            ['LocalHost']) is None
+    assert _refusal('http://10.0.0.5:8080/h', [], TENANT) is None
+    assert _refusal('http://[fd00::5]/h', [], TENANT) is None
+    assert _refusal('https://10.0.0.5/h', [], TENANT) is None
+    found = _destination('https://10.0.0.5:8443/h?a=1', [], TENANT)
+    assert (str(found.ip), found.port, found.target, found.host_header) == (
+        '10.0.0.5', 8443, '/h?a=1', '10.0.0.5:8443')
+
+
+def test_without_allowed_networks_nothing_is_polled():
+    assert 'no [heat_health] poll_url_allowed_networks' in _refusal(
+        'http://10.0.0.5:8080/h', [], [])
 
 
 def test_allowed_networks_bound_every_host():
-    loopback = [ipaddress.ip_network('127.0.0.0/8')]
-    # The server's own address no longer suffices, nor an allowed name.
-    assert 'poll_url_allowed_networks' in poll_url.refusal(
-        'http://10.0.0.5:8080/h', TARGET, [], loopback)
-    assert 'poll_url_allowed_networks' in poll_url.refusal(
-        'http://localhost/h', TARGET, ['localhost'], loopback)
-    assert poll_url.refusal('http://127.0.0.1:8775/h', TARGET,
-                            ['127.0.0.1'], loopback) is None
+    loopback = ['127.0.0.0/8']
+    # The server's own address no longer suffices.
+    assert 'poll_url_allowed_networks' in _refusal(
+        'http://10.0.0.5:8080/h', [], loopback)
+    assert _refusal('http://127.0.0.1:8775/h', ['127.0.0.1'],
+                    loopback) is None
     # Within the networks, the other rules still hold.
-    assert poll_url.refusal('http://127.0.0.2/h', TARGET,
-                            ['127.0.0.1'], loopback) is not None
-    assert poll_url.refusal('http://10.0.0.5/h', TARGET, [],
-                            [ipaddress.ip_network('10.0.0.0/16')]) is None
+    assert _refusal('http://127.0.0.2/h', ['127.0.0.1'],
+                    loopback) is not None
+    # A port in the entry: that port only.
+    assert _refusal('http://127.0.0.1:8775/h', ['127.0.0.1'],
+                    ['127.0.0.1:8775']) is None
+    assert 'port 5000' in _refusal('http://127.0.0.1:5000/h', ['127.0.0.1'],
+                                   ['127.0.0.1:8775'])
+
+
+def test_special_addresses_need_an_entry_of_their_own():
+    everything = ['0.0.0.0/0', '::/0']
+    for url in ('http://127.0.0.1/', 'http://169.254.169.254/',
+                'http://[::1]/', 'http://[fe80::a9fe:a9fe]/',
+                'http://[::ffff:169.254.169.254]/', 'http://0.1.2.3/'):
+        assert 'specifically' in _refusal(url, [url.split('/')[2]],
+                                          everything), url
+    for url in ('http://0.0.0.0/', 'http://224.0.0.1/',
+                'http://255.255.255.255/', 'http://[ff02::1]/'):
+        assert 'never polled' in _refusal(url, [url.split('/')[2]],
+                                          everything + [url.split('/')[2]])
+
+
+def test_a_name_is_resolved_once_and_every_address_checked():
+    def resolve(host, port, type=None):
+        return [(None, None, None, '', ('10.0.0.7', port)),
+                (None, None, None, '', ('169.254.169.254', port))]
+
+    with pytest.raises(poll_url_guard.Refused) as refused:
+        poll_url_guard.destination(
+            'http://health.example/h', [], ['health.example'],
+            poll_url_guard.allowed_networks(['0.0.0.0/0']), resolve=resolve)
+    assert '169.254.169.254' in str(refused.value)
+    assert 'not in [heat_health] poll_url_allowed_hosts' in _refusal(
+        'http://health.example/h', [], TENANT)
+
+
+@pytest.mark.parametrize('entry', ['10.0.0.0/33', 'ten', '10.0.0.1:0',
+                                   '[::1]:x', '10.0.0.1:99999'])
+def test_bad_allowed_networks_entries_are_named(entry):
+    with pytest.raises(ValueError) as error:
+        poll_url_guard.allowed_networks([entry])
+    assert entry in str(error.value)
 
 
 def test_checker_reads_allowed_networks_and_refuses(web):
     checker = poll_url.PollUrlChecker(lambda o: None, max_workers=1,
-                                      allowed_hosts=['10.0.0.5'],
+                                      allowed_hosts=[],
                                       allowed_networks=['192.0.2.0/24'])
     try:
         found = checker.check(TARGET, _options('http://{ip}/health'))
@@ -337,7 +397,8 @@ def test_errors_in_observe_are_contained(web):
         raise RuntimeError('tracker gone')
 
     checker = poll_url.PollUrlChecker(observe, max_workers=1,
-                                      allowed_hosts=['127.0.0.1'])
+                                      allowed_hosts=['127.0.0.1'],
+                                      allowed_networks=['127.0.0.1'])
     try:
         for _ in range(2):
             assert checker.submit(TARGET, _options(web + '/health'))
@@ -347,3 +408,21 @@ def test_errors_in_observe_are_contained(web):
     finally:
         checker.stop()
     assert len(calls) == 2
+
+
+@pytest.mark.parametrize('template,refusal', [
+    ('http://{ip}:8080/{name}?id={id}', None),
+    ('https://[fd00::5]/health', None),
+    ('http://[::1/', 'malformed host'),
+    ('http://user:secret@{ip}/', 'credentials'),
+    ('http://169.254.169.254\\@{ip}/', 'backslash'),
+    ('http://0x7f.1/', 'dotted decimal'),
+    ('ftp://{ip}/', 'not http or https'),
+])
+def test_templates_refused_at_validation(template, refusal):
+    found = poll_url.poll_url_refusal_at_validation(template)
+    if refusal is None:
+        assert found is None
+    else:
+        assert refusal in found
+        assert 'secret' not in found

@@ -185,6 +185,31 @@ class TestReading(ReplacerTestCase):
         self.assertEqual(('atrust', 'owner-id'),
                          (plugin_ctx.trust_id, plugin_ctx.trustor_user_id))
 
+    def test_one_stored_context_serves_nova_and_octavia_a_while(self):
+        """One trust-scoped token per stack, not one per call."""
+        root = self._stack('top', SERVER)
+        loads = []
+        load = heat_replace.HeatReplacer._load
+
+        def counted(ctxt, stack_id, load_template=True):
+            loads.append(stack_id)
+            return load(ctxt, stack_id, load_template)
+        self.patchobject(heat_replace.HeatReplacer, '_load',
+                         side_effect=counted)
+        now = [0.0]
+        replacer = heat_replace.HeatReplacer('engine-1',
+                                             clock=lambda: now[0])
+        first = replacer._stored_context(root.id)
+        self.assertIs(first, replacer._stored_context(root.id))
+        self.assertEqual([root.id], loads)
+        # After an error, or once kept long enough: a new one.
+        replacer.forget_clients(root.id)
+        second = replacer._stored_context(root.id)
+        self.assertIsNot(first, second)
+        now[0] += heat_replace.CONTEXT_SECONDS
+        self.assertIsNot(second, replacer._stored_context(root.id))
+        self.assertEqual(3, len(loads))
+
 
 class TestMarkFailed(ReplacerTestCase):
 

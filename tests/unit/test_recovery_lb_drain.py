@@ -1,6 +1,9 @@
 """Draining a server's members before recovery, through a real OctaviaAPI
 answered by the fake Octavia of the batch update tests."""
 
+import threading
+import time
+
 from keystoneauth1 import session as ks_session
 from keystoneauth1 import token_endpoint
 from octaviaclient.api.v2 import octavia as octavia_api
@@ -86,6 +89,34 @@ def test_a_replaced_servers_member_is_not_restored(fake, drainer):
     assert drainer.restore('stack', drained) == {}
 
 
+def test_only_the_members_of_the_server_held_now_are_restored(
+        fake, drainer):
+    drained = _drain(drainer)
+    # The same server, healed: its member gets its weight back.
+    assert drainer.restore('stack', drained, 's1') == drained
+    _drain(drainer)
+    # Replaced, the follower not caught up: the old server's member is
+    # still recorded at that address, so the restore is put off.
+    with pytest.raises(lb_drain.NotYet):
+        drainer.restore('stack', drained, 's3')
+    assert _weights(fake)['10.0.0.5'] == 0
+    # Swapped for the replacement's member at another address: the old
+    # one gets nothing (it leaves with its server).
+    SPEC['members'] = {'s3': {'address': '10.0.0.7', 'member_id': 'c'},
+                       's2': SPEC['members']['s2']}
+    try:
+        assert drainer.restore('stack', drained, 's3') == {}
+        assert _weights(fake)['10.0.0.5'] == 0
+        # The replacement took the old server's port, and so its address:
+        # that member is the replacement's now, and gets the weight.
+        SPEC['members']['s3']['address'] = '10.0.0.5'
+        assert drainer.restore('stack', drained, 's3') == drained
+        assert _weights(fake)['10.0.0.5'] == 5
+    finally:
+        SPEC['members'] = {'s1': {'address': '10.0.0.5', 'member_id': 'a'},
+                           's2': {'address': '10.0.0.6', 'member_id': 'b'}}
+
+
 def test_a_server_outside_every_pool_drains_nothing(fake, drainer):
     assert drainer.members('stack', 's9') == {}
     assert fake.requests == []
@@ -93,6 +124,92 @@ def test_a_server_outside_every_pool_drains_nothing(fake, drainer):
 
 def test_a_busy_load_balancer_gives_up_after_its_timeout(fake, drainer):
     fake.busy = True
-    with pytest.raises(lb_members.Busy):
-        drainer.drain('stack', drainer.members('stack', 's1'))
+    drained = drainer.members('stack', 's1')
+    # Each pass waits a little, then frees the worker until the next.
+    start = drainer._clock()
+    with pytest.raises(lb_drain.NotYet):
+        drainer.drain('stack', drained, waited=0)
+    assert drainer._clock() - start <= lb_drain.PASS_SECONDS + 1
+    # Once lb_status_timeout (5 s) has passed since the first try: Busy,
+    # and the recovery goes on without the drain.
+    with pytest.raises(lb_members.Busy) as raised:
+        drainer.drain('stack', drained, waited=4)
+    assert not isinstance(raised.value, lb_drain.NotYet)
     assert _weights(fake) == {'10.0.0.5': 5, '10.0.0.6': 1}
+
+
+def test_a_drain_carried_on_at_the_next_pass_is_done_then(fake, drainer):
+    fake.busy = True
+    drained = drainer.members('stack', 's1')
+    with pytest.raises(lb_drain.NotYet):
+        drainer.drain('stack', drained, waited=0)
+    fake.busy = False
+    drainer.drain('stack', drained, waited=3)
+    assert _weights(fake) == {'10.0.0.5': 0, '10.0.0.6': 1}
+
+
+def test_a_restore_is_never_given_up_only_put_off(fake, drainer):
+    drained = _drain(drainer)
+    fake.busy = True
+    for _pass in range(5):
+        with pytest.raises(lb_drain.NotYet):
+            drainer.restore('stack', drained)
+    fake.busy = False
+    assert drainer.restore('stack', drained) == drained
+    assert _weights(fake) == {'10.0.0.5': 5, '10.0.0.6': 1}
+
+
+def _real_time_drainer(fake):
+    http = requests.Session()
+    http.mount('http://', fake)
+    session = ks_session.Session(
+        auth=token_endpoint.Token(fake_octavia.OCTAVIA, 't'), session=http)
+    api = octavia_api.OctaviaAPI(endpoint=fake_octavia.OCTAVIA,
+                                 session=session)
+    return lb_drain.Drainer(lambda stack_id: api,
+                            specs=lambda stack_id: [SPEC])
+
+
+def _puts(fake):
+    return [body for method, _path, body in fake.requests if method == 'PUT']
+
+
+def test_drains_asked_together_go_in_one_batch(fake):
+    """Servers that failed together: one update and one wait, not two."""
+    drainer = _real_time_drainer(fake)
+    fake.lb_status = 'PENDING_UPDATE'   # busy with an earlier change
+    found = {}
+    workers = [threading.Thread(target=lambda s=s: found.update(
+        {s: drainer.drain('stack', drainer.members('stack', s))}))
+        for s in ('s1', 's2')]
+    for worker in workers:
+        worker.start()
+    time.sleep(0.5)
+    fake.lb_status = 'ACTIVE'
+    for worker in workers:
+        worker.join(10)
+    assert len(_puts(fake)) == 1, _puts(fake)
+    assert _weights(fake) == {'10.0.0.5': 0, '10.0.0.6': 0}
+    assert found == {'s1': {fake_octavia.POOL: ['10.0.0.5', 0]},
+                     's2': {fake_octavia.POOL: ['10.0.0.6', 0]}}
+
+
+def test_a_drain_before_a_replacement_does_not_wait_for_the_lb(fake,
+                                                               drainer):
+    drained = drainer.members('stack', 's1')
+    put = fake._answer
+
+    def stays_busy(method, path, body):
+        answer = put(method, path, body)
+        if method == 'PUT':
+            fake.lb_status = 'PENDING_UPDATE'
+        return answer
+    fake._answer = stays_busy
+    start = drainer._clock()
+    drainer.drain('stack', drained, settle=False)
+    assert drainer._clock() == start
+    assert _weights(fake)['10.0.0.5'] == 0
+    # A drain before a reboot waits until the load balancer took it.
+    fake.lb_status = 'ACTIVE'
+    with pytest.raises(lb_drain.NotYet):
+        drainer.drain('stack', drainer.members('stack', 's2'))

@@ -11,6 +11,7 @@ from heat_health.engine.monitor import states
 from heat_health.engine import policy_spec
 from heat_health.engine.recovery import heat_replace
 from heat_health.engine.recovery import loop
+from heat_health.engine.recovery import planner
 from heat_health.objects import policy as policy_object
 
 
@@ -40,6 +41,9 @@ class FakeReplacer(object):
         self.marks.append(name)
         return server_id
 
+    def stack_to_update(self, root, stack_id, name):
+        return root
+
     def update_target(self, root, stack_id, name):
         self.updates.append(root)
         return root
@@ -60,6 +64,9 @@ class FakeTracker(object):
             target.recovery = columns['recovery']
         return True
 
+    def targets_of(self, policy_id):
+        return []
+
     def store_columns(self, target, columns):
         for name, value in columns.items():
             setattr(target, name, value)
@@ -74,10 +81,11 @@ def _policy():
         }))
 
 
-def _target(stage, **recovery):
+def _target(stage, index=0, **recovery):
     return types.SimpleNamespace(
-        id=1, server_id='old', stack_id='nested', resource_name='0',
-        path='g/0', state=states.RECOVERING, reason='down',
+        id=index + 1, server_id='old', stack_id='nested',
+        resource_name=str(index), path='g/%d' % index,
+        state=states.RECOVERING, reason='down',
         recovery=dict(recovery, action='RECREATE', stage=stage,
                       old_server_id='old', step=0))
 
@@ -102,6 +110,10 @@ class RecreateTest(unittest.TestCase):
     def _advance(self, target):
         self.recovery._advance(_policy(), target, None)
 
+    def _replace(self, *targets):
+        self.recovery._replace_marked(_policy(),
+                                      planner.ReplaceMarked(targets))
+
     def tearDown(self):
         self.recovery._pool.shutdown()
 
@@ -123,6 +135,10 @@ class RecreateTest(unittest.TestCase):
         self.recovery = self._loop(replacer)
         target = _target('updating', updates=1)
         self._advance(target)
+        # Marked again: asked with whatever else is marked by then.
+        self.assertEqual('marked', target.recovery['stage'])
+        self.assertEqual([], replacer.updates)
+        self._replace(target)
         self.assertEqual(['root'], replacer.updates)
         self.assertEqual(2, target.recovery['updates'])
         # The next pass while heat-engine works: nothing more.
@@ -145,8 +161,50 @@ class RecreateTest(unittest.TestCase):
         target = _target('intent')
         self._advance(target)
         self.assertEqual(['0'], replacer.marks)
+        self.assertEqual([], replacer.updates)
+        self.assertEqual('marked', target.recovery['stage'])
+        self._advance(target)           # the update is not its own
+        self.assertEqual([], replacer.updates)
+        self._replace(target)
         self.assertEqual(['root'], replacer.updates)
         self.assertEqual('updating', target.recovery['stage'])
+        self.assertEqual('root', target.recovery['updated_stack'])
+
+    def test_every_marked_target_of_a_stack_shares_one_update(self):
+        replacer = FakeReplacer()
+        self.recovery = self._loop(replacer)
+        targets = [_target('marked', index=i) for i in range(3)]
+        self._replace(*targets)
+        self.assertEqual(['root'], replacer.updates)
+        self.assertEqual(['updating'] * 3,
+                         [t.recovery['stage'] for t in targets])
+        self.assertEqual([1, 1, 1], [t.recovery['updates'] for t in targets])
+        # Each one's timeline names the others replaced with it.
+        self.assertIn('with 2 others', self.tracker.steps[0][2])
+
+    def test_a_marked_target_whose_write_failed_waits_for_the_next(self):
+        replacer = FakeReplacer()
+        self.recovery = self._loop(replacer)
+        store = self.tracker.store_step
+        targets = [_target('marked', index=i) for i in range(2)]
+
+        def second_fails(target, *args, **kwargs):
+            if target is targets[1]:
+                return False
+            return store(target, *args, **kwargs)
+        self.tracker.store_step = second_fails
+        self._replace(*targets)
+        self.assertEqual(['root'], replacer.updates)
+        self.assertEqual(['updating', 'marked'],
+                         [t.recovery['stage'] for t in targets])
+
+    def test_marked_targets_wait_while_the_stack_is_busy(self):
+        replacer = FakeReplacer(status=('UPDATE', 'IN_PROGRESS'))
+        self.recovery = self._loop(replacer)
+        target = _target('marked')
+        self._replace(target)
+        self.assertEqual([], replacer.updates)
+        self.assertEqual('marked', target.recovery['stage'])
 
     def test_a_resource_holding_another_server_is_not_marked(self):
         replacer = FakeReplacer(holds='new')

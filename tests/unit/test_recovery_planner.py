@@ -33,7 +33,9 @@ def _target(n, state=states.HEALTHY, **kw):
 
 
 def _kinds(plan):
-    return [(type(s).__name__, s.target.id) for s in plan.steps]
+    return [(type(s).__name__, s.target.id) if hasattr(s, 'target') else
+            (type(s).__name__, tuple(t.id for t in s.targets))
+            for s in plan.steps]
 
 
 class PlanTest(unittest.TestCase):
@@ -180,11 +182,50 @@ class PlanTest(unittest.TestCase):
 
     def test_recovering_target_is_carried_on_even_under_the_brake(self):
         targets = [_target(n, states.UNHEALTHY) for n in range(3)] + [
-            _target(3, states.RECOVERING, recovery={'stage': 'marked'})]
+            _target(3, states.RECOVERING, recovery={'stage': 'fenced'})]
         plan = planner.plan(_policy(), targets, NOW)
         self.assertIsNotNone(plan.brake)
         self.assertIn(('Advance', 3), _kinds(plan))
         self.assertNotIn('Start', {k for k, _ in _kinds(plan)})
+
+    def _recreating(self, n, stage, marked_ago=None):
+        recovery = {'action': 'RECREATE', 'stage': stage}
+        if marked_ago is not None:
+            recovery['marked_at'] = (
+                NOW - datetime.timedelta(seconds=marked_ago)).isoformat()
+        return _target(n, states.RECOVERING, recovery=recovery)
+
+    def test_marked_targets_are_replaced_by_one_step(self):
+        targets = [self._recreating(n, 'marked', 0.1) for n in range(3)] + [
+            _target(3)]
+        plan = planner.plan(_policy(), targets, NOW, gather=0.5)
+        self.assertEqual([('ReplaceMarked', (0, 1, 2))], _kinds(plan))
+
+    def test_marked_targets_wait_for_others_on_the_way_within_gather(self):
+        for other in (self._recreating(2, 'fencing'),
+                      _target(2, states.UNHEALTHY)):
+            targets = [self._recreating(0, 'marked', 0.1),
+                       self._recreating(1, 'marked', 0.3), other] + [
+                           _target(n) for n in range(3, 12)]
+            policy = _policy({'max_concurrent': 5})
+            plan = planner.plan(policy, targets, NOW, gather=0.5)
+            self.assertNotIn('ReplaceMarked', {k for k, _ in _kinds(plan)})
+            # ...at most the gather window from the first mark.
+            targets[1].recovery['marked_at'] = (
+                NOW - datetime.timedelta(seconds=0.5)).isoformat()
+            plan = planner.plan(policy, targets, NOW, gather=0.5)
+            self.assertIn(('ReplaceMarked', (0, 1)), _kinds(plan))
+        # One being started by this engine counts as on its way too.
+        targets = [self._recreating(0, 'marked', 0.1), _target(1)]
+        plan = planner.plan(_policy(), targets, NOW, running={1},
+                            gather=0.5)
+        self.assertEqual([], _kinds(plan))
+
+    def test_a_paused_policy_holds_its_marked_targets(self):
+        policy = _policy()
+        policy.paused = {'by': 'ops', 'at': NOW, 'reason': 'maintenance'}
+        plan = planner.plan(policy, [self._recreating(0, 'marked', 1)], NOW)
+        self.assertEqual([('Hold', 0)], _kinds(plan))
 
     def test_attempts_reset_after_a_healthy_period(self):
         target = _target(1, states.HEALTHY, attempts=2,

@@ -48,10 +48,11 @@ resources:
 '''
 
 
-def _policy(policy_id, stack_id='stack-1', names=('web',), grace=300):
+def _policy(policy_id, stack_id='stack-1', names=('web',), grace=300,
+            project_id='tenant'):
     return policy_object.Policy.create_or_update({
         'id': policy_id, 'stack_id': stack_id, 'resource_name': 'policy',
-        'project_id': 'tenant', 'enabled': True,
+        'project_id': project_id, 'enabled': True,
         'spec': {'targets': list(names),
                  'detection': {'node_update_timeout': grace}}})
 
@@ -567,7 +568,7 @@ class RegistrationDeadlineTestCase(TargetResolutionTestCase):
         self.assertEqual([], self.registry.claim())
 
     def test_update_stored_as_the_deadline_passed_is_kept(self):
-        _policy('p1', self.stack.id, ['web'])
+        _policy('p1', self.stack.id, ['web'], project_id=self.ctx.project_id)
         deadline = self._deadline_passes_during_resolution()
         answer = self.endpoint.register_policy(self.ctx,
                                                self._request(deadline))

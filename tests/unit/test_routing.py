@@ -110,6 +110,26 @@ class TestRouter(base.HeatHealthTestCase):
         self.assertEqual([], self.tracker.seen)
         self.assertEqual([], self.forwarder.sent)
 
+    def test_news_for_a_dead_owner_goes_where_the_database_says(self):
+        # e2 was killed: the group dropped it and e3 took its policy, but
+        # this engine's index, read before the takeover, still names e2.
+        members = {'e1', 'e2', 'e3'}
+        self.router = routing.Router('e1', self.tracker, self.forwarder,
+                                     live=lambda: frozenset(members))
+        self.router.refresh()
+        members.discard('e2')
+        self._move('pb', 'e3')
+        self.router.route(_news('s2'))
+        self.assertEqual([('e3', 's2', routing.MAX_HOPS)],
+                         self.forwarder.sent)
+        # Watched here too: the tracker has it once, e3 its copy.
+        del self.forwarder.sent[:]
+        self.router.route(_news('s3'))
+        self.assertEqual([('e3', 's3', routing.MAX_HOPS)],
+                         self.forwarder.sent)
+        self.assertEqual(0, self.router.replay())
+        self.assertEqual(['s3'], self.tracker.seen)
+
     def test_index_is_deployment_wide_and_followed(self):
         self.assertEqual({'s1', 's2', 's3'}, self.router.watched())
         self.assertTrue(self.router.is_watched('s2'))

@@ -8,6 +8,8 @@ prints each violating seed, and the first one's trace, which
 import logging
 import time
 
+from heat_health.engine.monitor import tracker as tracker_mod
+from heat_health.engine.recovery import lb_drain
 from heat_health.engine.recovery import loop as loop_mod
 from tests.simulation import explore
 from tests.simulation import invariants
@@ -69,13 +71,13 @@ def test_the_checker_sees_a_double_send():
 
 def test_the_checker_sees_a_write_reported_but_not_stored():
     with world_mod.World(engines=1, servers=2, pool=False) as w:
+        engine = w.engines[0]
+
+        def lying(target, columns):
+            return True         # says stored, writes nothing
+        engine.tracker.store_columns = lying
         checker = invariants.Checker(w)
         try:
-            engine = w.engines[0]
-
-            def lying(target, columns):
-                return True         # says stored, writes nothing
-            engine.tracker.store_columns = lying
             step = invariants.Step('tick', engine, 'tick')
             checker.before(step)
             engine.tick()
@@ -135,3 +137,56 @@ def test_the_checker_sees_a_mark_never_cleared(monkeypatch):
         finally:
             checker.close()
     assert found and all('still CHECK_FAILED' in f for f in found), found
+
+
+def _unscoped(monkeypatch):
+    """The tracker as before: every target of a server takes each verdict.
+
+    A policy's own verdict keeps its policy id, and reaches the targets of
+    every policy watching the server all the same.
+    """
+    def every_target(self, observations):
+        with self._lock:
+            taken = {target.id: target for o in observations
+                     for target in self._by_server.get(o.server_id, ())
+                     if self._take(target, o)}
+            changes = [self._decide(t, self._clock()) for t in taken.values()]
+        self._commit([c for c in changes if c is not None])
+    monkeypatch.setattr(tracker_mod.Tracker, 'observe_all', every_target)
+
+
+def test_the_checker_sees_a_verdict_taken_from_another_policy(monkeypatch):
+    _unscoped(monkeypatch)
+    result = explore.explore(5, 20)
+    assert 'policy-shared' in result.shape
+    assert result.violation is not None and (
+        "of policy-shared took policy-0's own verdict" in
+        result.violation), result.report()
+
+
+def test_the_checker_sees_an_action_before_the_drain(monkeypatch):
+    """A drain that stops waiting for a busy load balancer too soon."""
+    drain = lb_drain.Drainer.drain
+
+    def impatient(self, stack_id, drained, waited=0, **kw):
+        try:
+            return drain(self, stack_id, drained, waited, **kw)
+        except lb_drain.NotYet:
+            return {}
+    monkeypatch.setattr(lb_drain.Drainer, 'drain', impatient)
+    result = explore.explore(69, 100)
+    assert result.violation is not None and (
+        'its drain is neither done nor given up' in result.violation), \
+        result.report()
+
+
+def test_the_checker_sees_a_replaced_servers_member_restored(monkeypatch):
+    """A restore that gives every drained member its weight back."""
+    restore = lb_drain.Drainer.restore
+
+    def everyone(self, stack_id, drained, server_id=None):
+        return restore(self, stack_id, drained)
+    monkeypatch.setattr(lb_drain.Drainer, 'restore', everyone)
+    result = explore.explore(50322, 200)
+    assert result.violation is not None and (
+        'was replaced' in result.violation), result.report()

@@ -197,3 +197,166 @@ def test_a_brake_stored_by_a_write_that_raised_is_released(make_world):
     assert not engine.poller.failure
     engine.recovery_pass()
     assert w.db.real['policy_get'](w.policies[0].id).braked is None
+
+
+def test_another_policys_own_verdict_never_acts_on_a_server(make_world):
+    """One policy's poll URL verdict made another project's policy act.
+
+    The tracker applied an observation keyed by server id to every target
+    of the server: a policy whose own poll URL of a server never answers
+    (an attacker's template watching a victim's server) turned the
+    victim's target UNHEALTHY while Nova said ACTIVE, and the victim's
+    own policy rebooted its server with the victim's trust. Explorer (the
+    tracker's scope check taken out): seed 5, step 1 (``target 4
+    (srv-0001) of policy-shared took policy-0's own verdict``), and with
+    that check of the checker silenced, seed 8, 47 steps (``recovery
+    action reboot srv-0001 for policy-0, whose own evidence never said
+    the server failed (UNHEALTHY taken from: policy-shared)``).
+    """
+    w = make_world(engines=1, servers=2, pool=False, shared=True,
+                   policy={'recovery': {'actions': [
+                       {'name': 'REBOOT', 'params': {'type': 'HARD'}}]}})
+    engine = w.engines[0]
+    engine.tick()
+    w.advance(GRACE + 1)
+    engine.tick()
+    w.silence_url(0, policy=1)      # policy-shared's own URL of srv-0001
+    w.run(60)
+    victim = w.policies[0]
+    assert w.server(0).status == 'ACTIVE'
+    assert [t.state for t in w.targets(0)] == ['HEALTHY', 'HEALTHY']
+    assert w.state(0, policy=1) in ('UNHEALTHY', 'RECOVERING', 'VERIFYING',
+                                    'GAVE_UP')
+    assert [a.stack_id for a in w.accepted()
+            if a.server_id == w.server_id(0)] != []
+    assert victim.stack_id not in {a.stack_id for a in w.accepted()}
+    # A late verdict of policy-shared's own check, on any engine.
+    w.urls.silence(w.policies[1].id, w.server_id(0), False)
+    engine.tracker.observe(w.urls.check(w.policies[1].id, w.server_id(1))
+                           ._replace(verdict='UNHEALTHY'))
+    w.run(30)
+    assert w.state(1) == 'HEALTHY'
+    assert victim.stack_id not in {a.stack_id for a in w.accepted()}
+
+
+def test_memory_follows_a_reset_made_while_the_policy_was_off(make_world):
+    """A reset is not followed when the same load unfreezes the policy.
+
+    ``Tracker.load`` asks a re-read row whether memory differs only when
+    ``WatchedTarget.follow`` dropped nothing; a policy switched back on
+    drops its verdicts, so a user's reset stored in the same second as
+    the engine's UNHEALTHY is never read: memory keeps UNHEALTHY (and
+    may escalate a recovery on it) while the row says NO_DATA. Explorer:
+    seed 45640, 145 steps (memory UNHEALTHY escalating START, the row
+    HEALTHY); seed 41484, 99 steps, a second START in one attempt.
+    """
+    w = make_world(engines=1, servers=2, pool=False,
+                   policy={'recovery': {'mode': 'OBSERVE'}})
+    engine = w.engines[0]
+    _unhealthy(w, engine, how='GONE')
+    w.set_enabled(False)
+    engine.tick()                   # loads the policy switched off
+    w.mark_healthy(0)               # the same instant as the UNHEALTHY
+    w.set_enabled(True)
+    w.advance(10)
+    engine.tick()                   # switched on and reset, in one load
+    target = [t for t in engine.tracker.targets_of(w.policies[0].id)
+              if t.place == w.places()[0]][0]
+    assert (target.state, w.state(0)) in (('NO_DATA', 'NO_DATA'),
+                                          ('UNHEALTHY', 'UNHEALTHY'))
+
+
+def _memory(engine, w, index=0):
+    return [t for t in engine.tracker.targets_of(w.policies[0].id)
+            if t.place == w.places()[index]][0]
+
+
+def test_rows_are_read_again_when_a_policy_comes_back(make_world):
+    """An engine that takes a policy back acts on rows read before.
+
+    The monitor read a policy's targets every few seconds; an engine that
+    held the policy all along by its own claims (the ring moved it away
+    and back between two of its ticks) took it back under a new
+    generation, made its targets afresh from the rows of its last read,
+    and believed a recovery the other owner had finished. Explorer: seed
+    45640, 145 steps (engine-1 stores srv-0002 HEALTHY at 125 s, engine-0
+    takes the policy back in the same second with UNHEALTHY escalating
+    START in memory).
+    """
+    w = make_world(engines=2, servers=2, pool=False,
+                   policy={'recovery': {'mode': 'OBSERVE'}})
+    first, second = w.engines
+    w.assign(0, 0)
+    _unhealthy(w, first)
+    w.advance(6)
+    first.tick()                    # reads the rows: UNHEALTHY
+    assert _memory(first, w).state == 'UNHEALTHY'
+    w.assign(0, 1)
+    first.tick()                    # offers it
+    w.heal_server(0)
+    second.tick()                   # takes it, sees the server healed
+    assert w.owner()[0] == second.id
+    assert w.state(0) == 'HEALTHY'
+    w.assign(0, 0)
+    second.tick()                   # offers it back
+    first.tick()                    # held all along by its own claims
+    assert w.owner()[0] == first.id
+    assert (_memory(first, w).state, w.state(0)) == ('HEALTHY', 'HEALTHY')
+
+
+def test_a_new_owner_does_not_judge_a_server_nova_is_working_on(make_world):
+    """A takeover's lookup judged a server in a task by its status.
+
+    The poll gives no verdict while Nova has a task on a server, the
+    lookup of newly watched servers did: an engine taking a policy over
+    saw a server its first owner had just asked to start (SHUTOFF,
+    powering-on) as SHUTOFF, and started it again. Explorer: seed 41484,
+    99 steps (engine-1 starts srv-0002 at 122 s, the user resets the
+    target, engine-0 takes the policy over and starts it again).
+    """
+    w = make_world(engines=2, servers=2, pool=False,
+                   policy={'recovery': {'actions': [{'name': 'START'}]}})
+    first, second = w.engines
+    w.assign(0, 0)
+    _unhealthy(w, first)
+    first.recovery_pass()
+    assert first.run_steps() == ['Start %s' % w.server_id(0)]
+    assert w.server(0).task_state == 'powering-on'
+    w.mark_healthy(0)
+    w.assign(0, 1)
+    first.tick()
+    second.tick()
+    assert w.owner()[0] == second.id
+    second.recovery_pass()
+    second.run_steps()
+    assert [a.action for a in w.accepted() + w.nova.refused
+            if a.actor == 'recovery'] == ['start']
+    assert w.state(0) != 'UNHEALTHY'
+
+
+def test_a_replaced_servers_drained_member_never_regains_weight(make_world):
+    """The restore gave weight back to the old server's member.
+
+    A RECREATE drains the old server's member; once the new server is
+    healthy the restore step gave the drained weight back to every member
+    still in the pool, and a pool follower that had not yet removed the
+    old server's member made it serve again (seen on the local deployment
+    in 2 of 23 RECREATEs: the old, powered-off server had weight 1 for
+    1.6 s). Here the follower lags until the restore has run.
+    """
+    w = make_world(engines=1, servers=2, pool=True, weight=5,
+                   policy={'recovery': {'actions': [{'name': 'RECREATE'}]}})
+    engine = w.engines[0]
+    engine.tick()
+    w.advance(GRACE + 1)
+    old = w.server_id(1)
+    address = w.server(1).addresses[0]
+    w.heat.follow_lags = True
+    w.break_server(1, 'ERROR')
+    w.run_until(lambda: w.server_id(1) != old and
+                w.state(1) == 'HEALTHY' and w.heat.lagging)
+    w.run(3)                        # the restore's passes
+    assert w.weights()[address] == 0
+    assert w.heat.follow_now() == 1
+    assert address not in w.weights()
+    assert engine.errors == []

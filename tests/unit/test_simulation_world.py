@@ -3,7 +3,9 @@
 from novaclient import exceptions as nova_exc
 import pytest
 
+from heat_health.db import api as db_api
 from heat_health.engine.recovery import nova_actions
+from heat_health.engine import report
 from tests.simulation import faults
 from tests.simulation import invariants
 
@@ -26,8 +28,12 @@ def test_a_powered_off_server_is_drained_started_once_and_restored(
     engine.run_step(0)
     assert w.weights()[address] == 0
     assert w.state(0) == 'VERIFYING'
+    # Held at 0 for whoever sends the pool's members, until given back.
+    pool_id = w.heat.lb_specs(w._policy(0).stack_id)[0]['pool_id']
+    assert db_api.drained_members([pool_id]) == {pool_id: {address}}
     w.run_until(lambda: w.state(0) == 'HEALTHY' and
                 w.weights()[address] == 5)
+    assert db_api.drained_members([pool_id]) == {}
     starts = [(a.server_id, a.action) for a in w.accepted()]
     assert starts == [(w.server_id(0), 'start')]
     assert w.server(0).status == 'ACTIVE'
@@ -43,7 +49,7 @@ def test_recreate_replaces_the_server_through_heat(make_world):
     old = w.server_id(1)
     w.break_server(1, 'ERROR')
     w.run_until(lambda: w.server_id(1) != old and
-                w.state(1) == 'HEALTHY')
+                w.state(1) == 'HEALTHY' and w.heat.replacements)
     assert [(m.physical_id, m.source) for m in w.heat.marks] == [
         (old, 'recovery')]
     assert [(u.kind, u.superseded) for u in w.heat.updates] == [
@@ -173,3 +179,150 @@ def test_the_checker_tells_an_attempt_started_inside_its_back_off(
         assert len(found) == 1 and 'its back-off is 10.0 s' in found[0]
     else:
         assert found == []
+
+
+def _draining(w, engine):
+    """srv-0001 UNHEALTHY, its load balancer held busy: the drain waits."""
+    engine.tick()
+    w.advance(GRACE + 1)
+    w.break_server(0, 'SHUTOFF')
+    w.advance(2)
+    engine.tick()
+    assert w.state(0) == 'UNHEALTHY'
+    w.octavia.hold('lb-p0', 60)
+    engine.recovery_pass()
+    engine.run_steps()
+    row = [t for t in w.targets() if t.server_id == w.server_id(0)][0]
+    assert row.state == 'RECOVERING' and row.recovery['drain_started']
+    assert w.accepted() == []
+    return row.recovery['drain_started']
+
+
+def test_a_drain_is_carried_over_passes_then_given_up(make_world):
+    """A pass waits a few seconds; a busy load balancer is given up.
+
+    lb_status_timeout (10 s) after the drain's first try, the action goes
+    ahead undrained; the weight the member never lost needs no restore.
+    """
+    w = make_world(engines=1, servers=2, pool=True, weight=4)
+    engine = w.engines[0]
+    started = _draining(w, engine)
+    address = w.server(0).addresses[0]
+    w.advance(1)
+    engine.tick()
+    engine.recovery_pass()
+    engine.run_steps()              # 3 s more, still busy
+    assert w.accepted() == []
+    w.run_until(lambda: w.accepted() != [], seconds=15)
+    row = [t for t in w.targets() if t.server_id == w.server_id(0)][0]
+    assert row.recovery['drain_started'] == started
+    assert (w.accepted()[0].at - w.clock.start).total_seconds() >= \
+        GRACE + 3 + 10
+    assert w.weights()[address] == 4
+    assert [a.action for a in w.accepted()] == ['start']
+
+
+def test_a_drain_is_carried_on_by_the_engine_that_takes_over(make_world):
+    """Killed mid-drain: the next owner counts from the stored start.
+
+    The load balancer frees up, the member is drained, the server started
+    once and the weight given back.
+    """
+    w = make_world(engines=2, servers=2, pool=True, weight=3)
+    first, second = w.engines
+    w.assign(0, 0)
+    started = _draining(w, first)
+    first.kill()
+    w.octavia.release()
+    w.advance(w.lease_seconds + 1)
+    w.assign(0, 1)
+    address = w.server(0).addresses[0]
+    w.run_until(lambda: w.accepted() != [], seconds=10)
+    row = [t for t in w.targets() if t.server_id == w.server_id(0)][0]
+    assert row.recovery['drain_started'] == started
+    assert [b.weights[address] for b in w.octavia.batches
+            if b.actor == 'recovery'] == [0]
+    w.run_until(lambda: w.state(0) == 'HEALTHY' and
+                w.weights()[address] == 3)
+    assert [a.action for a in w.accepted()] == ['start']
+
+
+def _recreating_world(make_world, engines=1, servers=10):
+    w = make_world(engines=engines, servers=servers, pool=True,
+                   policy={'recovery': {'actions': [{'name': 'RECREATE'}],
+                                        'max_concurrent': servers}})
+    for engine in w.engines:
+        engine.tick()
+    w.advance(GRACE + 1)
+    return w
+
+
+def test_servers_lost_together_are_replaced_by_one_update(make_world):
+    w = _recreating_world(make_world)
+    olds = [w.server_id(i) for i in range(3)]
+    for index in range(3):
+        w.break_server(index, 'ERROR')
+    w.run_until(lambda: all(w.state(i) == 'HEALTHY' and
+                            w.server_id(i) != olds[i] for i in range(3)) and
+                len(w.heat.replacements) == 3)
+    updates = [u for u in w.heat.updates if u.kind == 'recovery']
+    assert len(updates) == 1, updates
+    assert sorted(p[1] for p in updates[0].marked) == ['0', '1', '2']
+    assert sorted(r.old for r in w.heat.replacements) == sorted(olds)
+    assert w.engines[0].errors == []
+
+
+def test_a_failure_during_our_update_joins_the_next_at_once(make_world):
+    w = _recreating_world(make_world)
+    engine = w.engines[0]
+    first = w.server_id(0)
+    w.break_server(0, 'ERROR')
+    w.run_until(lambda: [u for u in w.heat.updates if u.kind == 'recovery'])
+    second = w.server_id(1)
+    w.break_server(1, 'ERROR')
+    w.run_until(lambda: w.server_id(1) != second)
+    updates = [u for u in w.heat.updates if u.kind == 'recovery']
+    assert [sorted(p[1] for p in u.marked) for u in updates] == [['0'],
+                                                                 ['1']]
+    # Drained and fenced while the first ran, marked and replaced once it
+    # ended: within the passes its load balancer's change takes.
+    ended = [r.at for r in w.heat.replacements if r.old == first][0]
+    assert 0 < (updates[1].at - ended).total_seconds() <= 4
+    assert engine.errors == []
+
+
+def test_an_engine_killed_between_marks_and_update_updates_once(
+        make_world):
+    w = _recreating_world(make_world, engines=2)
+    first, second = w.engines
+    w.assign(0, 0)
+    olds = [w.server_id(i) for i in range(3)]
+    for index in range(3):
+        w.break_server(index, 'ERROR')
+    w.advance(2)
+    first.tick()
+    first.recovery_pass()
+    first.run_steps()               # each marked, the update not asked
+    assert [t.recovery['stage'] for t in w.targets()[:3]] == ['marked'] * 3
+    first.kill()
+    w.assign(0, 1)
+    w.run_until(lambda: all(w.state(i) == 'HEALTHY' and
+                            w.server_id(i) != olds[i] for i in range(3)) and
+                len(w.heat.replacements) == 3)
+    updates = [u for u in w.heat.updates if u.kind == 'recovery']
+    assert len(updates) == 1, updates
+    assert sorted(r.old for r in w.heat.replacements) == sorted(olds)
+
+
+def test_every_timeline_row_of_a_recreate_names_its_place(make_world):
+    w = _recreating_world(make_world, servers=3)
+    old = w.server_id(1)
+    w.break_server(1, 'ERROR')
+    w.run_until(lambda: w.server_id(1) != old and w.state(1) == 'HEALTHY')
+    events = report.timeline(w.policies[0].stack_id)['events']
+    about_old = [e for e in events if e['server_id'] == old]
+    assert {e['new_state'] for e in about_old} >= {'UNHEALTHY', 'RECOVERING'}
+    new = w.server_id(1)
+    assert {e['path'] for e in events
+            if e['server_id'] in (old, new)} == {w.targets()[1].path}
+    assert None not in {e['path'] for e in events if e['server_id']}

@@ -264,14 +264,14 @@ octavia_check() {
 # Faults
 # ------
 
-# octavia_fault_member <member_id> <status>: set the member's operating
-# status, and its pool's, listeners' and load balancer's after it, in
-# Octavia's database as the health manager would
+# octavia_fault_member <member_id>... <status>: set the members' operating
+# status, and their pools', listeners' and load balancers' after them, in
+# Octavia's database as the health manager would after one heartbeat
 octavia_fault_member() {
-    local usage="usage: tools/localcloud fault member <member_id> ${OCTAVIA_MEMBER_STATUSES// /|}"
-    (($# == 2)) || fail "$usage"
-    [[ " $OCTAVIA_MEMBER_STATUSES " == *" $2 "* ]] || fail "$usage"
+    local usage="usage: tools/localcloud fault member <member_id>... ${OCTAVIA_MEMBER_STATUSES// /|}"
+    (($# >= 2)) || fail "$usage"
+    [[ " $OCTAVIA_MEMBER_STATUSES " == *" ${!#} "* ]] || fail "$usage"
     octavia_enabled || fail "Octavia is not enabled (LOCALCLOUD_OCTAVIA=0)"
     [[ -f $OCTAVIA_CONF ]] || fail "Octavia is not set up: run tools/localcloud up"
-    "$BIN/python" "$HELPERS/octavia_db.py" "$OCTAVIA_CONF" fault-member "$1" "$2"
+    "$BIN/python" "$HELPERS/octavia_db.py" "$OCTAVIA_CONF" fault-member "$@"
 }

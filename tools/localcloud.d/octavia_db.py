@@ -5,11 +5,12 @@
         and fill its lookup tables, the way Octavia's functional tests do:
         Octavia's migrations alter constraints, which sqlite cannot.
 
-    octavia_db.py OCTAVIA_CONF fault-member MEMBER_ID STATUS
-        Set a member's operating_status as Octavia's health manager would
-        after a heartbeat, and recompute its pool's, the load balancer's
-        listeners' and the load balancer's operating_status from it.  Prints
-        what changed.
+    octavia_db.py OCTAVIA_CONF fault-member MEMBER_ID [MEMBER_ID...] STATUS
+        Set members' operating_status as Octavia's health manager would
+        after one heartbeat (in one transaction: a reader sees all of them
+        changed or none), and recompute their pools', the load balancers'
+        listeners' and the load balancers' operating_status from them.
+        Prints what changed.
 
 Reads [database] connection from OCTAVIA_CONF.
 """
@@ -137,50 +138,61 @@ class Recorder(object):
         self.changes.append('%-13s %s  %s -> %s' % (table, row_id, old, new))
 
 
-def fault_member(url, member_id, status):
+def fault_members(url, member_ids, status):
     if status not in MEMBER_STATUSES:
         sys.exit('status must be one of %s' % ', '.join(MEMBER_STATUSES))
     engine = sa.create_engine(url)
     with engine.begin() as conn:
-        def q(sql, **params):
-            return conn.execute(sa.text(sql), params).mappings().all()
-
-        members = q('SELECT id, pool_id, operating_status FROM member '
-                    'WHERE id = :id', id=member_id)
-        if not members:
-            sys.exit('no member %s in Octavia\'s database' % member_id)
-        member = members[0]
         rec = Recorder(conn)
-        rec.set('member', member['id'], member['operating_status'], status)
-
-        pool = q('SELECT id, load_balancer_id, operating_status FROM pool '
-                 'WHERE id = :id', id=member['pool_id'])[0]
-        siblings = [r['operating_status'] for r in q(
-            'SELECT operating_status FROM member WHERE pool_id = :id',
-            id=pool['id'])]
-        new_pool = pool_status(siblings)
-        rec.set('pool', pool['id'], pool['operating_status'], new_pool)
-
-        lbs = q('SELECT id, enabled, operating_status FROM load_balancer '
-                'WHERE id = :id', id=pool['load_balancer_id'])
-        if lbs:
-            lb = lbs[0]
-            # haproxy reports every enabled listener OPEN.
-            listeners = q('SELECT id, enabled, operating_status FROM listener '
-                          'WHERE load_balancer_id = :id', id=lb['id'])
-            for listener in listeners:
-                rec.set('listener', listener['id'],
-                        listener['operating_status'],
-                        ONLINE if listener['enabled'] else OFFLINE)
-            pools = q('SELECT id, operating_status FROM pool '
-                      'WHERE load_balancer_id = :id', id=lb['id'])
-            statuses = [p['operating_status'] for p in pools
-                        if p['id'] != pool['id']]
-            statuses.append(new_pool or pool['operating_status'])
-            rec.set('load_balancer', lb['id'], lb['operating_status'],
-                    lb_status(lb['enabled'], statuses))
+        pool_ids = []
+        for member_id in member_ids:
+            members = _query(conn, 'SELECT id, pool_id, operating_status '
+                             'FROM member WHERE id = :id', id=member_id)
+            if not members:
+                sys.exit('no member %s in Octavia\'s database' % member_id)
+            member = members[0]
+            rec.set('member', member['id'], member['operating_status'],
+                    status)
+            if member['pool_id'] not in pool_ids:
+                pool_ids.append(member['pool_id'])
+        for pool_id in pool_ids:
+            _recompute(conn, rec, pool_id)
     print('\n'.join(rec.changes) if rec.changes else
-          'no change: member %s is already %s' % (member_id, status))
+          'no change: already %s' % status)
+
+
+def _query(conn, sql, **params):
+    return conn.execute(sa.text(sql), params).mappings().all()
+
+
+def _recompute(conn, rec, pool_id):
+    """A pool's status from its members', then its load balancer's."""
+    pool = _query(conn, 'SELECT id, load_balancer_id, operating_status '
+                  'FROM pool WHERE id = :id', id=pool_id)[0]
+    siblings = [r['operating_status'] for r in _query(
+        conn, 'SELECT operating_status FROM member WHERE pool_id = :id',
+        id=pool['id'])]
+    new_pool = pool_status(siblings)
+    rec.set('pool', pool['id'], pool['operating_status'], new_pool)
+
+    lbs = _query(conn, 'SELECT id, enabled, operating_status '
+                 'FROM load_balancer WHERE id = :id',
+                 id=pool['load_balancer_id'])
+    if not lbs:
+        return
+    lb = lbs[0]
+    # haproxy reports every enabled listener OPEN.
+    listeners = _query(conn, 'SELECT id, enabled, operating_status '
+                       'FROM listener WHERE load_balancer_id = :id',
+                       id=lb['id'])
+    for listener in listeners:
+        rec.set('listener', listener['id'], listener['operating_status'],
+                ONLINE if listener['enabled'] else OFFLINE)
+    pools = _query(conn, 'SELECT id, operating_status FROM pool '
+                   'WHERE load_balancer_id = :id', id=lb['id'])
+    statuses = [p['operating_status'] for p in pools]
+    rec.set('load_balancer', lb['id'], lb['operating_status'],
+            lb_status(lb['enabled'], statuses))
 
 
 def main():
@@ -190,8 +202,8 @@ def main():
     command, args = sys.argv[2], sys.argv[3:]
     if command == 'sqlite-schema' and not args:
         sqlite_schema(url)
-    elif command == 'fault-member' and len(args) == 2:
-        fault_member(url, *args)
+    elif command == 'fault-member' and len(args) >= 2:
+        fault_members(url, args[:-1], args[-1])
     else:
         sys.exit(__doc__)
 

@@ -1,14 +1,18 @@
 """LB_STATUS_POLLING: what an Octavia pool's health checks say of members.
 
 One member list per pool per interval serves every policy that reads the
-pool. A member whose health checks fail (``operating_status`` ERROR) while
+pool, and each of them judges it on its own: a verdict names the policy
+whose members (the servers it watches, the pools of its own stack) it
+came from, so it reaches only that policy's targets even where another
+policy, of this project or another, watches the same server. A member
+whose health checks fail (``operating_status`` ERROR) while
 its admin state is up makes its server UNHEALTHY; ONLINE makes it HEALTHY.
 OFFLINE (disabled, or not in the amphora's report yet), NO_MONITOR,
 DRAINING and the members of a disabled pool say nothing of the server.
 
 Every member of a pool in ERROR at once says more about the load balancer
 (its network, its amphora) than about the servers: the verdicts are
-UNKNOWN and the policies reading the pool are told their observer cannot
+UNKNOWN and the policy reading the pool is told its observer cannot
 see, so they brake instead of recreating a fleet. So do Octavia's errors.
 """
 
@@ -28,15 +32,19 @@ SOURCE = obs.LB_STATUS_POLLING
 # A pool read blind stays so this long after its last blind reading.
 BLIND_SECONDS = 30
 
-Pool = collections.namedtuple('Pool', ['pool_id', 'enabled', 'servers',
-                                       'policy_ids'])
-"""A pool to read: its id, whether its admin state is up, {(address,
-protocol_port): server id} of the watched members, the policies reading
-it."""
+Pool = collections.namedtuple('Pool', ['pool_id', 'enabled', 'readers'])
+"""A pool to read: its id, whether its admin state is up, and {policy
+id: {(address, protocol_port): server id}} of the members each policy
+reading it watches."""
 
 
-def verdicts(pool_id, members, servers, now):
-    """(observations, blind reason or None) for one pool's member list."""
+def verdicts(pool_id, members, servers, now, policy_id=None):
+    """(observations, blind reason or None) for one pool's member list.
+
+    :param servers: {(address, protocol_port): server id} of the members
+        judged: those one policy watches.
+    :param policy_id: the policy the verdicts belong to.
+    """
     found = []
     for member in members:
         server_id = servers.get((member.get('address'),
@@ -48,7 +56,8 @@ def verdicts(pool_id, members, servers, now):
     if len(found) >= 2 and len(errors) == len(found):
         reason = ('every member of pool %s is ERROR at once: the load '
                   'balancer cannot reach them' % pool_id)
-        return [obs.Observation(server_id, obs.UNKNOWN, reason, SOURCE, now)
+        return [obs.Observation(server_id, obs.UNKNOWN, reason, SOURCE, now,
+                                policy_id)
                 for server_id, _ in found], reason
     observations = []
     for server_id, member in found:
@@ -57,11 +66,12 @@ def verdicts(pool_id, members, servers, now):
             observations.append(obs.Observation(
                 server_id, obs.UNHEALTHY,
                 'Octavia member %s of pool %s is ERROR: its health checks '
-                'fail' % (member.get('id'), pool_id), SOURCE, now))
+                'fail' % (member.get('id'), pool_id), SOURCE, now,
+                policy_id))
         elif status == 'ONLINE':
             observations.append(obs.Observation(
                 server_id, obs.HEALTHY, 'Octavia member %s ONLINE' %
-                member.get('id'), SOURCE, now))
+                member.get('id'), SOURCE, now, policy_id))
     return observations, None
 
 
@@ -94,32 +104,33 @@ class MemberStatusPoller(object):
                 reason = 'Octavia error: %s' % ex
                 LOG.warning('Members of pool %(pool)s not read: %(ex)s',
                             {'pool': pool.pool_id, 'ex': ex})
-                self._see_blind(pool, reason)
-                observations.extend(
-                    obs.Observation(s, obs.UNKNOWN, reason, SOURCE, now)
-                    for s in set(pool.servers.values()))
+                for policy_id, servers in sorted(pool.readers.items()):
+                    self._see_blind(policy_id, pool.pool_id, reason)
+                    observations.extend(
+                        obs.Observation(s, obs.UNKNOWN, reason, SOURCE, now,
+                                        policy_id)
+                        for s in sorted(set(servers.values())))
                 continue
-            found, reason = verdicts(pool.pool_id, members, pool.servers,
-                                     now)
-            if reason:
-                self._see_blind(pool, reason)
-            else:
-                self._see_clear(pool)
-            observations.extend(found)
+            for policy_id, servers in sorted(pool.readers.items()):
+                found, reason = verdicts(pool.pool_id, members, servers,
+                                         now, policy_id)
+                if reason:
+                    self._see_blind(policy_id, pool.pool_id, reason)
+                else:
+                    self._see_clear(policy_id, pool.pool_id)
+                observations.extend(found)
         if observations:
             self._observe_all(observations)
 
-    def _see_blind(self, pool, reason):
+    def _see_blind(self, policy_id, pool_id, reason):
         until = self._clock() + BLIND_SECONDS
-        for policy_id in pool.policy_ids:
-            self._blind[policy_id] = (reason, until, pool.pool_id)
+        self._blind[policy_id] = (reason, until, pool_id)
 
-    def _see_clear(self, pool):
-        """A good reading of the pool that made its policies blind."""
-        for policy_id in pool.policy_ids:
-            found = self._blind.get(policy_id)
-            if found is not None and found[2] == pool.pool_id:
-                del self._blind[policy_id]
+    def _see_clear(self, policy_id, pool_id):
+        """A good reading of the pool that made the policy blind."""
+        found = self._blind.get(policy_id)
+        if found is not None and found[2] == pool_id:
+            del self._blind[policy_id]
 
     def blind(self, policy_id):
         """Why this policy's load balancer cannot be trusted now, or None."""

@@ -32,6 +32,7 @@ from heat_health.engine.monitor import poll_url
 from heat_health.engine.monitor import routing
 from heat_health.engine.monitor import tracker as tracker_mod
 from heat_health.engine import policy_spec
+from heat_health.engine import registry as registry_mod
 from heat_health.objects import target as target_object
 
 LOG = logging.getLogger(__name__)
@@ -102,6 +103,37 @@ def load_and_follow(tracker, poller, load):
     poller.lookup(after - before)
 
 
+class RefreshSchedule(object):
+    """When each held policy's targets are resolved and read again.
+
+    Every ``REFRESH_SECONDS`` (or the policy's interval, when shorter), and
+    at once under a new generation: another engine may have held the
+    policy since the last read without this engine noticing, and rows read
+    before that are stale (acting on them would repeat a finished step).
+    """
+
+    def __init__(self):
+        self._next = {}    # policy id -> clock time
+        self._under = {}   # policy id -> generation the rows were read under
+
+    def due(self, policies, now, generation):
+        """The policies to read now; ``generation(id)`` is the held one."""
+        held = {p.id for p in policies}
+        for gone in set(self._next) - held:
+            self._next.pop(gone, None)
+            self._under.pop(gone, None)
+        return [p for p in policies
+                if self._next.get(p.id, 0) <= now or
+                self._under.get(p.id) != generation(p.id)]
+
+    def read(self, policies, now, generation):
+        """Record that these policies' targets were just read."""
+        for policy in policies:
+            self._next[policy.id] = now + min(REFRESH_SECONDS,
+                                              policy.parsed.interval)
+            self._under[policy.id] = generation(policy.id)
+
+
 class Monitor(object):
 
     def __init__(self, engine_id, host, registry=None, adapter=None,
@@ -109,12 +141,13 @@ class Monitor(object):
                  url_checker_factory=_url_checker, forwarder=None,
                  octavia=None, conf=cfg.CONF, clock=time.monotonic):
         if registry is None:
-            from heat_health.engine import registry as registry_mod
             registry = registry_mod.Registry(engine_id)
         self.registry = registry
         self.tracker = tracker_mod.Tracker(
             engine_id, host, fresh_resolution=self._fresh_resolution)
-        self.router = routing.Router(engine_id, self.tracker, forwarder)
+        self.router = routing.Router(
+            engine_id, self.tracker, forwarder,
+            live=lambda: getattr(registry.partition, 'members', None))
         # What the poller saw this tick, handed to the tracker at once.
         self._polled = []
         self.poller = nova_status.StatusPoller(
@@ -137,7 +170,7 @@ class Monitor(object):
         self._clock = clock
         self._policies = {}      # id -> Policy
         self._targets = {}       # policy id -> [Target]
-        self._next_refresh = {}  # policy id -> clock time
+        self._refresh = RefreshSchedule()
         self._next_poll = {}     # policy id -> clock time
         self._next_url_check = {}  # policy id -> clock time
         self._next_lb_poll = {}  # policy id -> clock time
@@ -191,20 +224,17 @@ class Monitor(object):
             self.registry.free_dead_owners()
         policies = {p.id: p for p in self.registry.claim()}
         for gone in set(self._policies) - set(policies):
-            for cache in (self._targets, self._next_refresh,
-                          self._next_poll, self._next_url_check,
+            for cache in (self._targets, self._next_poll, self._next_url_check,
                           self._next_lb_poll):
                 cache.pop(gone, None)
         self.lb_poller.forget(set(self._policies) - set(policies))
         self._policies = policies
-        due = [p for p in policies.values()
-               if self._next_refresh.get(p.id, 0) <= now]
+        due = self._refresh.due(policies.values(), now,
+                                self.registry.generation)
         if due:
             self._targets.update(self.registry.refresh_all(due))
             self._heartbeat()
-        for policy in due:
-            self._next_refresh[policy.id] = now + min(
-                REFRESH_SECONDS, policy.parsed.interval)
+        self._refresh.read(due, now, self.registry.generation)
         load_and_follow(self.tracker, self.poller, self._load_if_changed)
         self._observe_polled()
         if self.router.refresh() or self._listener is None:
@@ -319,7 +349,11 @@ class Monitor(object):
         return known[0]
 
     def _check_urls_if_due(self, now):
-        """Start the poll URL checks of every policy due (non-blocking)."""
+        """Start the poll URL checks of every policy due (non-blocking).
+
+        Each check is the policy's own (its verdict is for that policy's
+        target only) and counts in its project's share of the workers.
+        """
         if self._url_checker is None:
             return
         for policy in self._policies.values():
@@ -332,7 +366,8 @@ class Monitor(object):
                 self._learn(target)
                 self._url_checker.submit(poll_url.Target(
                     target.server_id, target.server_name,
-                    list(target.addresses or ())), options)
+                    list(target.addresses or ()), policy.id,
+                    policy.project_id), options)
         self._store_learnt()
 
     def _learn(self, target):
@@ -370,6 +405,17 @@ class Monitor(object):
         policy = self._policies.get(policy_id)
         if policy is None:
             return None
-        found = self.registry.resolve_now(policy)
+        try:
+            found = self.registry.resolve_now(policy)
+        except Exception as error:
+            # Its stack cannot be read now (the database is away, or the
+            # stack's data is bad, which the refresh reports): this
+            # policy's failures wait, the others' do not.
+            LOG.error('Could not tell whether a stack action works on the '
+                      'targets of policy %(p)s: deciding them later (%(e)s)',
+                      {'p': policy_id, 'e': (str(error).splitlines() or
+                                             [type(error).__name__])[0]})
+            # Not kept: the next failure found asks again.
+            return registry_mod.HELD
         self._fresh[policy_id] = found
         return found

@@ -156,6 +156,11 @@ class StatusPoller(object):
         for server_id in server_ids.intersection(servers):
             server = servers[server_id]
             self.listed[server_id] = server
+            if self._busy(server_id, server, now):
+                # Another owner's action, or the user's, under way: the
+                # next poll reports it, changed or not.
+                self.recheck([server_id])
+                continue
             found = verdict(server.status)
             if found is None:
                 continue
@@ -192,14 +197,8 @@ class StatusPoller(object):
             server = servers[server_id]
             self.listed[server_id] = server
             status = server.status
-            if server.task_state:
-                # Busy: no verdict from a status in flux, until the task
-                # ends or lasts too long (``_stuck``).
-                task = (server.task_state, server.updated or now)
-                if self._tasks.get(server_id, (None,))[0] != task[0]:
-                    self._tasks[server_id] = task
+            if self._busy(server_id, server, now):
                 continue
-            self._tasks.pop(server_id, None)
             if reported.get(server_id) == status:
                 continue
             found = verdict(status)
@@ -209,6 +208,21 @@ class StatusPoller(object):
                                               SOURCE, now))
                 count += 1
         return count
+
+    def _busy(self, server_id, server, now):
+        """Whether Nova is working on the server: no verdict then.
+
+        Its status is in flux until the task ends or lasts too long
+        (``_stuck``); judging it would act on a server another owner, or
+        its user, is already acting on.
+        """
+        if not server.task_state:
+            self._tasks.pop(server_id, None)
+            return False
+        if self._tasks.get(server_id, (None,))[0] != server.task_state:
+            self._tasks[server_id] = (server.task_state,
+                                      server.updated or now)
+        return True
 
     def _stuck(self, watched, now):
         """Servers whose task lasts beyond their policies' deadline.

@@ -3,15 +3,21 @@
 Checks run on a bounded pool of worker threads and report through
 ``observe``; the monitor only submits them, so a hung server never holds
 up its one-second tick.  Waits between retries are kept on a timer, not in
-a worker, so a few hung servers cannot starve everyone else's checks.
+a worker, and each project has at most its share of the workers
+(``[heat_health] poll_url_max_workers_per_project``): one tenant's hung
+servers never hold up the others' checks.
 
-The URL is a template of the policy; once expanded, its host must be one
-of the target server's own addresses, or a host the operator allows in
-``[heat_health] poll_url_allowed_hosts``: the engine sits in the control
-plane and must not become a way to probe arbitrary hosts from there.
+The URL is a tenant's template; once expanded it is parsed once and its
+host checked (``poll_url_guard``): one of the target server's own
+addresses or a host the operator allows, within the networks the operator
+names; the fetch (``poll_url_fetch``) then connects to that checked
+address only, within one deadline for the whole answer.
 
 The healthy response pattern is a tenant's too: it is matched by RE2, in
 time linear in the body, never by Python's backtracking ``re``.
+
+A verdict is the policy's own (its URL, its pattern): observations carry
+the policy's id.
 """
 
 import collections
@@ -27,11 +33,11 @@ from oslo_config import cfg
 from oslo_log import log as logging
 from oslo_utils import timeutils
 import re2
-import requests
-from requests import adapters
 
 from heat_health.common import config
 from heat_health.engine.monitor import observation as obs
+from heat_health.engine.monitor import poll_url_fetch as fetch
+from heat_health.engine.monitor import poll_url_guard as guard
 
 LOG = logging.getLogger(__name__)
 
@@ -56,6 +62,9 @@ _VARIABLE = re.compile(r'\{(%s)\}' % '|'.join(TEMPLATE_VARIABLES))
 # Enough of a health page to find the healthy pattern in.
 MAX_BODY = 64 * 1024
 
+# Refusals remembered so as to warn once each (cleared past this many).
+MAX_WARNED = 10000
+
 # RE2 would also write a bad pattern's error to stderr: it is reported with
 # the check or the validation instead.  A pattern and its matching state get
 # 1 MiB (RE2's default is 8 MiB): plenty for a health page, and the compiled
@@ -64,9 +73,16 @@ _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False
 _RE2_OPTIONS.max_mem = 1 << 20
 
-Target = collections.namedtuple('Target', ['server_id', 'name', 'addresses'])
-"""A server to check: its id, name and IP addresses (strings).  Any object
-with these attributes will do."""
+Target = collections.namedtuple(
+    'Target', ['server_id', 'name', 'addresses', 'policy_id', 'project_id'],
+    defaults=(None, None))
+"""A server to check: its id, name and IP addresses (strings), and the
+policy (and its project) whose check it is."""
+
+# What validation expands a template with: any server's values parse the
+# same way (a documentation address, a quoted name, a UUID).
+_SAMPLE = {'ip': '192.0.2.1', 'name': 'name',
+           'id': '00000000-0000-0000-0000-000000000000'}
 
 
 def _ip(address):
@@ -130,31 +146,15 @@ def pattern_refusal(pattern):
     return None
 
 
-def refusal(url, target, allowed_hosts, allowed_networks=()):
-    """Why url must not be fetched for target, or None if it may be.
+def poll_url_refusal_at_validation(template):
+    """Why template can never be fetched, whatever the server; or None.
 
-    :param allowed_networks: ip_network objects; if any, the host must be
-        an address in one of them as well.
+    Syntax only (the scheme, the host's form, no credentials, no
+    backslash or whitespace): which hosts are allowed is the engine's
+    configuration, checked at each check.  The message shows the URL
+    without credentials.
     """
-    parts = parse.urlsplit(url)
-    if parts.scheme not in ('http', 'https'):
-        return 'poll URL %s is not http or https' % url
-    host = parts.hostname
-    if not host:
-        return 'poll URL %s names no host' % url
-    wanted = _ip(host)
-    if allowed_networks and not (
-            wanted is not None and
-            any(wanted in network for network in allowed_networks)):
-        return ('poll URL host %s is not in [heat_health] '
-                'poll_url_allowed_networks' % host)
-    for allowed in list(target.addresses or []) + list(allowed_hosts):
-        if wanted is not None and _ip(allowed) == wanted:
-            return None
-        if str(allowed).strip('[]').lower() == host:
-            return None
-    return ('poll URL host %s is neither an address of the server nor in '
-            '[heat_health] poll_url_allowed_hosts' % host)
+    return guard.refusal_at_validation(template, _SAMPLE)
 
 
 class _Attempt(object):
@@ -178,30 +178,37 @@ class PollUrlChecker(object):
         ``[heat_health] poll_url_max_workers`` when not given.
     :param allowed_hosts: hosts allowed besides the server's addresses;
         ``[heat_health] poll_url_allowed_hosts`` when not given.
-    :param allowed_networks: CIDRs every host must be in (none: no such
-        limit); ``[heat_health] poll_url_allowed_networks`` when not given.
+    :param allowed_networks: where polls may connect (see the option);
+        ``[heat_health] poll_url_allowed_networks`` when not given.
+    :param per_project: most checks of one project in flight;
+        ``[heat_health] poll_url_max_workers_per_project`` when not given.
     """
 
     def __init__(self, observe, max_workers=None, allowed_hosts=None,
-                 allowed_networks=None, conf=cfg.CONF):
+                 allowed_networks=None, per_project=None, conf=cfg.CONF):
         group = conf[config.GROUP]
         self._observe = observe
         self._max_workers = max_workers or group.poll_url_max_workers
+        self._per_project = (per_project or
+                             group.poll_url_max_workers_per_project or
+                             max(1, self._max_workers // 4))
         self._allowed = list(group.poll_url_allowed_hosts
                              if allowed_hosts is None else allowed_hosts)
-        self._networks = [ipaddress.ip_network(n, strict=False) for n in (
+        self._networks = guard.allowed_networks(
             group.poll_url_allowed_networks if allowed_networks is None
-            else allowed_networks)]
+            else allowed_networks)
         self._executor = futures.ThreadPoolExecutor(
             self._max_workers, thread_name_prefix='poll-url')
-        self._session = requests.Session()
-        adapter = adapters.HTTPAdapter(pool_connections=256,
-                                       pool_maxsize=self._max_workers,
-                                       max_retries=0)
-        self._session.mount('http://', adapter)
-        self._session.mount('https://', adapter)
+        self._watchdog = fetch.Watchdog()
         self._lock = threading.Lock()
+        # (policy id, server id) of checks under way, retries included.
         self._running = set()
+        # Project id -> attempts on a worker; attempts over the share wait
+        # in that project's queue, in order.
+        self._busy = collections.Counter()
+        self._queued = collections.defaultdict(collections.deque)
+        # (policy id, server id) -> the refusal last logged as a warning.
+        self._warned = {}
         self._due = []
         self._due_changed = threading.Condition(self._lock)
         self._stopped = False
@@ -217,53 +224,100 @@ class PollUrlChecker(object):
         url, refused = self._url(target, options)
         if refused:
             return refused
-        attempt = self._attempt(url, options)
+        attempt = self._attempt(url, target, options)
         for _ in range(int(options[RETRY_LIMIT])):
             if attempt.healthy:
                 break
             time.sleep(float(options[RETRY_INTERVAL]))
-            attempt = self._attempt(url, options)
+            attempt = self._attempt(url, target, options)
         return self._observation(target, attempt, options)
 
     # Asynchronous: what the monitor uses.
 
     def submit(self, target, options):
-        """Start checking target; the result goes to observe.
+        """Start checking target for its policy; the result goes to observe.
+
+        A project over its share of the workers waits for one of its own
+        checks to end: its check is queued, never dropped.
 
         :returns: False, doing nothing, while the previous check of the
-            same server is still running (retries included); else True.
+            same server for the same policy is still running or queued
+            (retries included); else True.
         """
+        key = (target.policy_id, target.server_id)
         with self._lock:
-            if self._stopped or target.server_id in self._running:
+            if self._stopped or key in self._running:
                 return False
-            self._running.add(target.server_id)
-        options = dict(DEFAULTS, **options)
-        try:
-            self._executor.submit(self._run, target, options, 0)
-        except RuntimeError:
-            self._finish(target, None)
-            return False
+            self._running.add(key)
+        self._start(target, dict(DEFAULTS, **options), 0)
         return True
 
-    def running(self, server_id):
+    def running(self, server_id, policy_id=None):
         with self._lock:
-            return server_id in self._running
+            return (policy_id, server_id) in self._running
 
     def stop(self):
         with self._lock:
             self._stopped = True
             self._due = []
+            self._queued.clear()
             self._due_changed.notify_all()
         self._executor.shutdown(wait=False, cancel_futures=True)
-        self._session.close()
+        self._watchdog.stop()
+
+    def _start(self, target, options, tries):
+        """Run an attempt on a worker, within the project's share.
+
+        Over the share, it waits behind the project's own attempts.
+        """
+        project = target.project_id
+        with self._lock:
+            if self._stopped:
+                return
+            if self._busy[project] >= self._per_project:
+                self._queued[project].append((target, options, tries))
+                return
+            self._busy[project] += 1
+        self._submit(target, options, tries)
+
+    def _submit(self, target, options, tries):
+        try:
+            self._executor.submit(self._run, target, options, tries)
+        except RuntimeError:
+            # Stopped meanwhile.
+            with self._lock:
+                self._running.discard((target.policy_id, target.server_id))
+
+    def _release(self, project):
+        """An attempt of project left its worker.
+
+        The next queued attempt of the same project takes its place.
+        """
+        with self._lock:
+            queue = self._queued.get(project)
+            if queue:
+                following = queue.popleft()
+            else:
+                self._queued.pop(project, None)
+                self._busy[project] -= 1
+                if self._busy[project] <= 0:
+                    del self._busy[project]
+                return
+        self._submit(*following)
 
     def _run(self, target, options, tries):
+        try:
+            self._run_attempt(target, options, tries)
+        finally:
+            self._release(target.project_id)
+
+    def _run_attempt(self, target, options, tries):
         try:
             url, refused = self._url(target, options)
             if refused:
                 self._finish(target, refused)
                 return
-            attempt = self._attempt(url, options)
+            attempt = self._attempt(url, target, options)
             if attempt.healthy or tries >= int(options[RETRY_LIMIT]):
                 self._finish(target,
                              self._observation(target, attempt, options))
@@ -279,8 +333,10 @@ class PollUrlChecker(object):
             self._finish(target, None)
 
     def _retry_when_due(self):
-        with self._lock:
-            while not self._stopped:
+        while True:
+            with self._lock:
+                if self._stopped:
+                    return
                 if not self._due:
                     self._due_changed.wait()
                     continue
@@ -289,14 +345,11 @@ class PollUrlChecker(object):
                     self._due_changed.wait(wait)
                     continue
                 _, _, target, options, tries = heapq.heappop(self._due)
-                try:
-                    self._executor.submit(self._run, target, options, tries)
-                except RuntimeError:
-                    self._running.discard(target.server_id)
+            self._start(target, options, tries)
 
     def _finish(self, target, observation):
         with self._lock:
-            self._running.discard(target.server_id)
+            self._running.discard((target.policy_id, target.server_id))
         if observation is None:
             return
         try:
@@ -308,61 +361,84 @@ class PollUrlChecker(object):
     # One attempt.
 
     def _url(self, target, options):
-        """(url, None), or (None, an UNKNOWN Observation) if refused."""
-        template = options.get(POLL_URL)
-        bad_pattern = pattern_refusal(options.get(HEALTHY_RESPONSE))
-        reason = None
-        if not template:
-            reason = 'no poll_url'
-        elif bad_pattern:
-            reason = bad_pattern
-        elif '{name}' in template and not target.name:
-            reason = ('the server\'s name is not known yet (Nova has not '
-                      'listed it)')
-        elif '{ip}' in template and not target.addresses:
-            reason = ('the server has no known IP address (Nova has not '
-                      'listed one)')
-        else:
-            url = expand(template, target)
-            reason = refusal(url, target, self._allowed, self._networks)
+        """(Destination, None), or (None, an UNKNOWN Observation)."""
+        reason = self._refusal_before_parsing(target, options)
         if reason is None:
-            return url, None
-        LOG.warning('Poll URL check of server %(id)s refused: %(reason)s',
-                    {'id': target.server_id, 'reason': reason})
+            try:
+                return guard.destination(
+                    expand(options[POLL_URL], target),
+                    target.addresses or (), self._allowed,
+                    self._networks), None
+            except guard.Refused as error:
+                reason = str(error)
+        self._warn_once(target, reason)
         return None, obs.Observation(
             target.server_id, obs.UNKNOWN, 'check refused: %s' % reason,
-            obs.NODE_STATUS_POLL_URL, timeutils.utcnow())
+            obs.NODE_STATUS_POLL_URL, timeutils.utcnow(), target.policy_id)
 
-    def _attempt(self, url, options):
+    @staticmethod
+    def _refusal_before_parsing(target, options):
+        template = options.get(POLL_URL)
+        if not template:
+            return 'no poll_url'
+        bad_pattern = pattern_refusal(options.get(HEALTHY_RESPONSE))
+        if bad_pattern:
+            return bad_pattern
+        if '{name}' in template and not target.name:
+            return ('the server\'s name is not known yet (Nova has not '
+                    'listed it)')
+        if '{ip}' in template and not target.addresses:
+            return ('the server has no known IP address (Nova has not '
+                    'listed one)')
+        return None
+
+    def _warn_once(self, target, reason):
+        """Log a refusal as a warning once per policy's server.
+
+        Later the same refusal is a debug line, not a warning every
+        interval.
+        """
+        key = (target.policy_id, target.server_id)
+        with self._lock:
+            first = self._warned.get(key) != reason
+            if len(self._warned) >= MAX_WARNED:
+                self._warned.clear()
+            self._warned[key] = reason
+        log = LOG.warning if first else LOG.debug
+        log('Poll URL check of server %(id)s (policy %(policy)s) refused: '
+            '%(reason)s', {'id': target.server_id,
+                           'policy': target.policy_id, 'reason': reason})
+
+    def _attempt(self, destination, target, options):
+        with self._lock:
+            self._warned.pop((target.policy_id, target.server_id), None)
         timeout = float(options[TIMEOUT])
+        url = guard.redacted('%s://%s%s' % (
+            destination.scheme, destination.host_header, destination.target))
         try:
-            with self._session.get(url, timeout=timeout, stream=True,
-                                   allow_redirects=False,
-                                   verify=bool(options[SSL_VERIFY])) as resp:
-                body = b''
-                for chunk in resp.iter_content(8192):
-                    body += chunk
-                    if len(body) >= MAX_BODY:
-                        break
-                status = resp.status_code
-                encoding = resp.encoding or 'utf-8'
-        except requests.exceptions.ConnectionError as error:
-            # Includes a connect timeout: nothing answers at that address.
+            status, body, charset = fetch.get(
+                destination, timeout, bool(options[SSL_VERIFY]), MAX_BODY,
+                self._watchdog)
+        except fetch.ConnectionFailed as error:
             verdict = (obs.UNHEALTHY if options[CONN_ERROR_AS_UNHEALTHY]
                        else obs.UNKNOWN)
             return _Attempt(verdict, 'poll URL %s: connection failed (%s)'
-                            % (url, type(error).__name__))
-        except requests.exceptions.Timeout:
+                            % (url, error))
+        except fetch.Timeout:
             return _Attempt(obs.UNHEALTHY, 'poll URL %s: no answer within '
                             '%ss' % (url, timeout))
-        except requests.exceptions.RequestException as error:
-            return _Attempt(obs.UNKNOWN, 'poll URL %s: %s' % (url, error))
+        except fetch.BadAnswer as error:
+            return _Attempt(obs.UNKNOWN, 'poll URL %s: not an HTTP answer '
+                            '(%s)' % (url, error))
         if not 200 <= status < 300:
             return _Attempt(obs.UNHEALTHY, 'poll URL %s answered %d'
                             % (url, status))
         pattern = options.get(HEALTHY_RESPONSE)
         if pattern is not None:
-            text = body.decode(encoding, errors='replace')
+            try:
+                text = body.decode(charset or 'utf-8', errors='replace')
+            except LookupError:
+                text = body.decode('utf-8', errors='replace')
             if healthy_pattern(pattern).search(text) is None:
                 return _Attempt(obs.UNHEALTHY, 'poll URL %s answered %d '
                                 'without %r' % (url, status, pattern))
@@ -376,4 +452,5 @@ class PollUrlChecker(object):
         if not attempt.healthy and tries > 1:
             reason = '%s (%d attempts)' % (reason, tries)
         return obs.Observation(target.server_id, attempt.verdict, reason,
-                               obs.NODE_STATUS_POLL_URL, timeutils.utcnow())
+                               obs.NODE_STATUS_POLL_URL, timeutils.utcnow(),
+                               target.policy_id)

@@ -9,7 +9,9 @@ local tracker when this engine owns the server and casts it to the owner's
 own RPC server (topic ``[heat_health] topic``, server = its engine id)
 otherwise. An engine that receives news of a server it no longer owns
 (ownership moved in between) looks the owner up in the database and passes
-it on once more.
+it on once more. An owner the coordination group no longer counts live
+(killed, its policies about to move or just moved) is not sent news from
+the index: the database tells who holds the server now.
 
 A policy changing hands has two windows no index covers: the old owner
 still watches it until its next claim (its writes are fenced by then), and
@@ -67,14 +69,17 @@ class Router(object):
     :param engine_id: this engine.
     :param tracker: this engine's Tracker.
     :param forwarder: has ``forward(engine_id, observations, hops)``.
+    :param live: returns the engine ids the group counts live, or None
+        (no group: every holder counts live).
     """
 
     def __init__(self, engine_id, tracker, forwarder=None,
-                 clock=time.monotonic):
+                 clock=time.monotonic, live=None):
         self.engine_id = engine_id
         self.tracker = tracker
         self._forwarder = forwarder
         self._clock = clock
+        self._live = live or (lambda: None)
         self._index = {}          # server id -> frozenset of engine ids
         self._lock = threading.Lock()
         self._kept = []           # (kept at, Observation) not yet loaded
@@ -104,12 +109,15 @@ class Router(object):
         if watched:
             self.tracker.observe(observation)
         owners = self._index.get(observation.server_id, ())
+        live = self._live()
         others = [e for e in owners if e != self.engine_id]
+        gone = [e for e in others if live is not None and e not in live]
         for engine in others:
-            self._forward(engine, [observation], MAX_HOPS)
-        if owners and not others and not watched:
-            # The index names this engine, the tracker let the server go
-            # since: the database says who holds it now.
+            if engine not in gone:
+                self._forward(engine, [observation], MAX_HOPS)
+        if gone or (owners and not others and not watched):
+            # The index names a dead engine, or this one while the tracker
+            # let the server go since: the database says who holds it now.
             self.hand_on([observation], MAX_HOPS)
 
     def receive(self, observations, hops):
@@ -138,6 +146,8 @@ class Router(object):
         for observation in observations:
             for engine in owners.get(observation.server_id, ()):
                 if engine == self.engine_id:
+                    if self.tracker.is_watched(observation.server_id):
+                        continue        # the tracker has it already
                     with self._lock:
                         self._kept.append((now, observation))
                 elif hops >= 0:

@@ -2,7 +2,9 @@
 
 Every detector hands its observations to ``Tracker.observe``; the tracker
 finds the targets of the observed server (a server may be watched by several
-policies), keeps each mode's latest verdict per target, and asks
+policies, of several projects): a fact Nova tells reaches each of them, a
+verdict of one policy's own check (its poll URL, its pools) only that
+policy's. It keeps each mode's latest verdict per target, and asks
 ``states.transition`` what follows. The database is the truth and memory
 follows it: a change is stored first, by a conditional UPDATE that matches
 only while the target is still in the state it was decided from and its
@@ -182,9 +184,10 @@ class Tracker(object):
                             self._unsettled.add(row.id)
                         if target.follow(row, policy):
                             looked_away.append(row.server_id)
-                        elif target.differs(row):
+                        if target.differs(row):
                             # Written by someone else, or read before this
-                            # engine's own write: a fresh read tells.
+                            # engine's own write: a fresh read tells (also
+                            # when following dropped the verdicts).
                             differing.append(target)
                     new_targets[row.id] = target
                     by_server.setdefault(row.server_id, []).append(target)
@@ -269,6 +272,11 @@ class Tracker(object):
             for observation in observations:
                 for target in self._by_server.get(observation.server_id,
                                                   ()):
+                    if (observation.policy_id is not None and
+                            observation.policy_id != target.policy.id):
+                        # Another policy's own check (its URL, its
+                        # pools): says nothing about this target.
+                        continue
                     if self._take(target, observation):
                         taken[target.id] = target
             # Each target decided once, on all the verdicts just taken.
@@ -601,6 +609,7 @@ class Tracker(object):
                 'generation': change.generation,
                 'event': {'policy_id': target.policy.id,
                           'server_id': target.server_id,
+                          'path': target.path,
                           'old_state': change.old,
                           'new_state': decision.state,
                           'reason': reason, 'source': decision.source,

@@ -31,12 +31,14 @@ class WatchedPolicy(object):
     suppresses its targets now.
     """
 
-    __slots__ = ('id', 'stack_id', 'spec', 'generation', 'suspended',
-                 'busy', 'paused', 'braked')
+    __slots__ = ('id', 'stack_id', 'project_id', 'spec', 'generation',
+                 'suspended', 'busy', 'paused', 'braked')
 
     def __init__(self, policy, generation, resolution=None):
         self.id = policy.id
         self.stack_id = policy.stack_id
+        # Recovery workers are shared out per project.
+        self.project_id = getattr(policy, 'project_id', None)
         self.spec = policy_spec.PolicySpec.of(policy)
         self.generation = generation
         self.suspended = bool(getattr(policy, 'suspended', False) or

@@ -16,6 +16,8 @@ owner. An admin context only reads Heat's rows.
 """
 
 import collections
+import threading
+import time
 
 from heat.common import context as heat_context
 from heat.common import exception
@@ -32,6 +34,10 @@ from oslo_log import log as logging
 from heat_health.engine import endpoint
 
 LOG = logging.getLogger(__name__)
+
+# Seconds a stack's stored context, and with it one trust-scoped token for
+# Nova and Octavia alike, is kept.
+CONTEXT_SECONDS = 600
 
 # Recorded with a marking made by recovery (the API's is rpc_api.SOURCE_API).
 SOURCE_RECOVERY = 'recovery'
@@ -122,9 +128,12 @@ class HeatReplacer(object):
         probes under: Heat's locks taken while marking are held under it.
     """
 
-    def __init__(self, engine_id):
+    def __init__(self, engine_id, clock=time.monotonic):
         self.engine_id = engine_id
         self._engine_client = None
+        self._clock = clock
+        self._contexts = {}   # stack id -> (stored context, expiry)
+        self._contexts_lock = threading.Lock()
 
     @property
     def _engine(self):
@@ -238,6 +247,26 @@ class HeatReplacer(object):
         return (isinstance(group, autoscaling_group.AutoScalingGroup) and
                 not group.properties[group.DESIRED_CAPACITY])
 
+    def _rows_to_update(self, ctxt, root_stack_id, stack_id, resource_name):
+        """(root row, row of the stack whose update replaces the resource)."""
+        root = _stack_row(ctxt, root_stack_id)
+        if stack_id == root_stack_id:
+            _current_row(ctxt, root, resource_name)
+            return root, root
+        holder = _stack_row(ctxt, stack_id)
+        _current_row(ctxt, holder, resource_name)
+        if self._group_sized_by_members(ctxt, holder):
+            return root, holder
+        return root, root
+
+    def stack_to_update(self, root_stack_id, stack_id, resource_name):
+        """The id of the stack update_target would update for the resource.
+
+        Resources that share it are replaced by one update.
+        """
+        return self._rows_to_update(_reader(), root_stack_id, stack_id,
+                                    resource_name)[1].id
+
     def update_target(self, root_stack_id, stack_id, resource_name):
         """Have heat-engine update a stack with ``existing``; its id.
 
@@ -258,17 +287,10 @@ class HeatReplacer(object):
         this one: confirm with replaced().
         """
         ctxt = _reader()
-        root = _stack_row(ctxt, root_stack_id)
-        target = root
-        if stack_id != root_stack_id:
-            holder = _stack_row(ctxt, stack_id)
-            _current_row(ctxt, holder, resource_name)
-            if self._group_sized_by_members(ctxt, holder):
-                target = holder
-                if root.status == parser.Stack.IN_PROGRESS:
-                    _refuse_unless_updatable(root)
-        else:
-            _current_row(ctxt, root, resource_name)
+        root, target = self._rows_to_update(ctxt, root_stack_id, stack_id,
+                                            resource_name)
+        if target is not root and root.status == parser.Stack.IN_PROGRESS:
+            _refuse_unless_updatable(root)
         _refuse_unless_updatable(target)
         stack = parser.Stack.load(ctxt, stack=target, load_template=False)
         identity = dict(stack.identifier())
@@ -322,20 +344,39 @@ class HeatReplacer(object):
         event.store()
         return event.uuid
 
+    def _stored_context(self, stack_id):
+        """The stack's stored (owner's) context, kept a while.
+
+        A fresh one means a new trust-scoped token, which Nova and
+        Octavia each validate: most of a recovery's first second. Kept,
+        one token serves the stack's drain, Nova action and pool changes.
+        """
+        now = self._clock()
+        with self._contexts_lock:
+            found = self._contexts.get(stack_id)
+        if found is not None and found[1] > now:
+            return found[0]
+        ctxt = self._load(_reader(), stack_id, load_template=False).context
+        with self._contexts_lock:
+            self._contexts[stack_id] = (ctxt, now + CONTEXT_SECONDS)
+        return ctxt
+
+    def forget_clients(self, stack_id):
+        """After an error: the next client gets a new token and trust."""
+        with self._contexts_lock:
+            self._contexts.pop(stack_id, None)
+
     def nova_client(self, stack_id):
         """A novaclient acting as the stack's owner (its stored trust).
 
         Through Heat's own nova client plugin, so Nova sees the same user
-        and project as for the stack's servers. Made for one action:
-        the stack's credentials may change between recoveries.
+        and project as for the stack's servers.
         """
-        stack = self._load(_reader(), stack_id, load_template=False)
-        return stack.clients.client('nova')
+        return self._stored_context(stack_id).clients.client('nova')
 
     def octavia_client(self, stack_id):
         """An OctaviaAPI acting as the stack's owner (its stored trust)."""
-        stack = self._load(_reader(), stack_id, load_template=False)
-        return stack.clients.client('octavia')
+        return self._stored_context(stack_id).clients.client('octavia')
 
     def owner(self, stack_id):
         """Who the stack acts as: the stored credentials it points to.

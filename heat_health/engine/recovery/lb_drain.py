@@ -11,8 +11,22 @@ the recovery loop before any weight changes (``drain``), so a restart or a
 takeover never loses the weight to give back. Best effort within
 ``lb_status_timeout``: a load balancer that stays busy or cannot be read
 delays a recovery by that much at most, never stops it.
+
+A worker waits for a busy load balancer at most ``PASS_SECONDS`` per
+recovery pass (``NotYet``): the drain is carried on at the next pass,
+counted from its start as stored in the recovery, so that busy load
+balancers of one project never hold the engine's workers.
+
+Weight changes of one pool asked for together (servers that failed
+together) go in one batch update: while one batch is being sent, those
+that come meanwhile wait and go together in the next, instead of one
+update, and one wait for the load balancer, each. A drain before a
+replacement does not wait for the load balancer to take it (``settle``
+False): the old server is stopped and replaced anyway, and Octavia has
+stored the weight once it accepted the batch.
 """
 
+import threading
 import time
 
 from heat.common import context as heat_context
@@ -23,8 +37,24 @@ from heat_health.engine import lb_pools
 
 LOG = logging.getLogger(__name__)
 
-POLL_SECONDS = 0.5
+POLL_SECONDS = 0.2
 DEFAULT_TIMEOUT = 60
+# Most seconds one call waits for a busy load balancer.
+PASS_SECONDS = 3.0
+
+
+class NotYet(lb_members.Busy):
+    """Still busy after this pass's wait: carried on at the next pass."""
+
+
+class _Line(object):
+    """The weight changes of one pool waiting for the next batch."""
+
+    def __init__(self):
+        self.guard = threading.Lock()    # pending and sent
+        self.sending = threading.Lock()  # one batch of the pool at a time
+        self.pending = {}   # address -> weight, not sent yet
+        self.sent = {}      # address -> (weight, weight it had or None)
 
 
 class Drainer(object):
@@ -41,6 +71,8 @@ class Drainer(object):
         self._clock = clock
         self._sleep = sleep
         self._specs = specs or self._stored_specs
+        self._lines = {}    # pool id -> _Line
+        self._lines_guard = threading.Lock()
 
     @staticmethod
     def _stored_specs(stack_id):
@@ -51,46 +83,102 @@ class Drainer(object):
                  sorted(found.items())]
         return [s for s in specs if s]
 
-    def _set_weight(self, pool, spec, address, weight):
-        """Send the pool back with one member's weight changed.
+    def _line(self, pool_id):
+        with self._lines_guard:
+            return self._lines.setdefault(pool_id, _Line())
+
+    def _set_weight(self, pool, spec, address, weight, waited, settle=True):
+        """Have one member's weight changed, in the pool's next batch.
 
         Returns the weight it had, or None if the pool does not hold it.
+        A change another caller's batch sent meanwhile is not sent again.
+        Raises as ``_send`` does; the changes of a batch that raised wait
+        for the next one.
         """
-        deadline = self._clock() + int(spec.get('lb_status_timeout') or
-                                       DEFAULT_TIMEOUT)
+        line = self._line(pool.pool_id)
+        with line.guard:
+            line.sent.pop(address, None)
+            line.pending[address] = weight
+        with line.sending:
+            with line.guard:
+                if address not in line.pending:
+                    found = line.sent.pop(address, None)
+                    if found is not None and found[0] == weight:
+                        return found[1]
+                    line.pending[address] = weight
+            olds = self._send(pool, spec, line, waited, settle)
+        return olds.get(address)
+
+    def _send(self, pool, spec, line, waited, settle):
+        """Send every pending weight of the pool in one batch update.
+
+        Returns {address: weight it had} of the members the pool holds.
+        Raises NotYet when the load balancer is busy after this pass's
+        wait, Busy once ``lb_status_timeout`` has passed since the first
+        try (``waited`` seconds before this one; None: never).
+        """
+        timeout = int(spec.get('lb_status_timeout') or DEFAULT_TIMEOUT)
+        now = self._clock()
+        deadline = now + PASS_SECONDS
+        last = None if waited is None else now + max(timeout - waited, 0)
+        if last is not None:
+            deadline = min(deadline, last)
         lb_id = spec['loadbalancer_id']
         while True:
+            batch = None
             try:
                 if pool.ready(lb_id):
-                    current = pool.list()
-                    port = spec['protocol_port']
-                    old = [m for m in current if
-                           (m['address'], m['protocol_port']) ==
-                           (address, port)]
-                    if not old:
-                        return None
-                    servers = {s: m['address']
-                               for s, m in spec['members'].items()}
-                    members = lb_members.plan(
-                        current, spec['members'], servers, port,
-                        spec.get('subnet_id'), weights={address: weight})
-                    if members:
-                        pool.replace(members)
-                        self._wait(pool, lb_id, deadline)
-                    return old[0].get('weight', 1)
-            except lb_members.Busy:
-                pass
+                    # Taken once the load balancer is free: what came
+                    # while it was busy goes too.
+                    with line.guard:
+                        batch, line.pending = line.pending, {}
+                    olds = self._put(pool, spec, batch)
+                    if olds and settle:
+                        self._wait(pool, lb_id, deadline, last)
+                    with line.guard:
+                        line.sent.update(
+                            (a, (w, olds.get(a))) for a, w in batch.items())
+                    return olds
+            except Exception as ex:
+                # The batch's changes wait for the next one.
+                with line.guard:
+                    for address, weight in (batch or {}).items():
+                        line.pending.setdefault(address, weight)
+                if isinstance(ex, NotYet) or not isinstance(
+                        ex, lb_members.Busy):
+                    raise
             if self._clock() >= deadline:
-                raise lb_members.Busy('load balancer %s still busy after '
-                                      '%ss' % (lb_id,
-                                               spec.get('lb_status_timeout')))
+                self._not_yet(lb_id, last, 'still busy')
             self._sleep(POLL_SECONDS)
 
-    def _wait(self, pool, lb_id, deadline):
+    @staticmethod
+    def _put(pool, spec, weights):
+        """One batch with ``weights`` changed: {address: old weight}."""
+        current = pool.list()
+        port = spec['protocol_port']
+        olds = {m['address']: m.get('weight', 1) for m in current
+                if m['protocol_port'] == port and m['address'] in weights}
+        if not olds:
+            return olds
+        servers = {s: m['address'] for s, m in spec['members'].items()}
+        members = lb_members.plan(
+            current, spec['members'], servers, port, spec.get('subnet_id'),
+            weights={a: w for a, w in weights.items() if a in olds})
+        if members:
+            pool.replace(members)
+        return olds
+
+    def _not_yet(self, lb_id, last, what):
+        if last is not None and self._clock() >= last:
+            raise lb_members.Busy('load balancer %s %s after its '
+                                  'lb_status_timeout' % (lb_id, what))
+        raise NotYet('load balancer %s %s: carried on at the next pass' %
+                     (lb_id, what))
+
+    def _wait(self, pool, lb_id, deadline, last):
         while not pool.ready(lb_id):
             if self._clock() >= deadline:
-                raise lb_members.Busy('load balancer %s did not take the '
-                                      'change in time' % lb_id)
+                self._not_yet(lb_id, last, 'did not take the change yet')
             self._sleep(POLL_SECONDS)
 
     def members(self, stack_id, server_id):
@@ -116,24 +204,57 @@ class Drainer(object):
                     found[spec['pool_id']] = [address, weight]
         return found
 
-    def drain(self, stack_id, drained):
+    def drain(self, stack_id, drained, waited=0, settle=True):
         """Weight 0 for the members of ``drained`` (as ``members`` gave).
 
-        Idempotent: a drain carried on after a restart sends the same.
+        :param waited: seconds since the drain's first try (stored).
+        :param settle: wait until the load balancer took it; False once
+            Octavia accepted it (the server is replaced anyway).
+        Idempotent: a drain carried on at the next pass, or after a
+        restart, sends the same.
         """
         return self._set_weights(stack_id, {
             pool_id: [address, 0]
-            for pool_id, (address, _w) in (drained or {}).items()})
+            for pool_id, (address, _w) in (drained or {}).items()}, waited,
+            settle)
 
-    def restore(self, stack_id, drained):
+    def restore(self, stack_id, drained, server_id=None):
         """Give drained members their weight back (those still there).
 
-        Returns {pool id: [address, weight]} of the members restored: a
-        replaced server's member left the pool with it.
+        :param server_id: the target's server now. A member is given its
+            weight back only while it is that server's: the server's own,
+            or its replacement's where the replacement took the same
+            address (its port). A replaced server's member left, or
+            leaves, the pool with it and gets nothing; one the pool
+            follower has not yet swapped raises NotYet.
+        Returns {pool id: [address, weight]} of the members restored. A
+        busy load balancer raises NotYet: tried again at the next pass,
+        as long as it takes.
         """
-        return self._set_weights(stack_id, drained)
+        if server_id is not None:
+            drained = self._of_server(stack_id, drained or {}, server_id)
+        return self._set_weights(stack_id, drained, None)
 
-    def _set_weights(self, stack_id, weights):
+    def _of_server(self, stack_id, drained, server_id):
+        specs = {s['pool_id']: s for s in self._specs(stack_id)}
+        mine = {}
+        for pool_id, (address, weight) in sorted(drained.items()):
+            spec = specs.get(pool_id)
+            if spec is None:
+                continue
+            member = spec['members'].get(server_id)
+            if member is None:
+                if any(m.get('address') == address
+                       for m in spec['members'].values()):
+                    raise NotYet('pool %s does not hold server %s yet: '
+                                 'its follower has not swapped the member '
+                                 'at %s' % (pool_id, server_id, address))
+                continue
+            if member.get('address') == address:
+                mine[pool_id] = [address, weight]
+        return mine
+
+    def _set_weights(self, stack_id, weights, waited, settle=True):
         done = {}
         if not weights:
             return done
@@ -144,6 +265,7 @@ class Drainer(object):
             if spec is None:
                 continue
             pool = lb_members.PoolMembers(client, pool_id)
-            if self._set_weight(pool, spec, address, weight) is not None:
+            if self._set_weight(pool, spec, address, weight, waited,
+                                settle) is not None:
                 done[pool_id] = [address, weight]
         return done

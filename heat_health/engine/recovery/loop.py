@@ -18,10 +18,14 @@ decided for its attempt and its ``stage``:
   verifies instead, so there is at most one action per attempt.
 * ``fencing`` / ``fenced``: RECREATE stops the old server (once) and waits
   until Nova shows it stopped.
-* ``updating``: the resource, checked to still hold the old server, is
-  marked CHECK_FAILED and heat-engine asked to update the stack; done once
-  the resource holds another server (``replaced``), asked again only when
-  the update ended without replacing it.
+* ``marked``: the resource, checked to still hold the old server, is
+  marked CHECK_FAILED; it waits for the other RECREATEs of its stack on
+  their way to their mark (at most ``replacement_gather_seconds``), and
+  for the stack to take an update.
+* ``updating``: heat-engine is asked to update the stack, once for every
+  target marked; done once the resource holds another server
+  (``replaced``), marked for the next update only when one ended without
+  replacing it.
 
 Nova actions run with the stack's stored trust context (the owner's
 rights) through Heat's nova client plugin; a RECREATE marks the resource
@@ -31,6 +35,7 @@ undo (drained members, a CHECK_FAILED it set) stays recorded with the
 target until it is undone, across attempts and give-ups.
 """
 
+import collections
 import concurrent.futures
 import datetime
 import threading
@@ -42,6 +47,7 @@ from oslo_utils import timeutils
 from heat_health.db import api as db_api
 from heat_health.engine.monitor import states
 from heat_health.engine import policy_spec
+from heat_health.engine.recovery import lb_drain
 from heat_health.engine.recovery import nova_actions
 from heat_health.engine.recovery import planner
 from heat_health.engine.recovery import recreate
@@ -62,6 +68,9 @@ BLIND_SECONDS = 30
 # failures that happen together are decided together (the brake sees
 # them all).
 GATHER_SECONDS = 0.2
+# Seconds between two passes while a stack update of ours runs: a
+# failure that waits for it joins the next update as soon as it ends.
+UPDATE_WATCH_SECONDS = 0.25
 # Seconds a stack's Nova client (and its token) is kept.
 CLIENT_SECONDS = 600
 # Shortest time an action is given to heal before the next rung.
@@ -115,7 +124,10 @@ class RecoveryLoop(recreate.RecreateStages):
         self._clients = {}       # stack id -> (NovaActions, expiry)
         self._clock = clock
         self._limit = conf.heat_health.max_concurrent_recoveries
+        self._project_limit = (
+            conf.heat_health.max_concurrent_recoveries_per_project)
         self._tick = conf.heat_health.monitor_tick
+        self._gather = conf.heat_health.replacement_gather_seconds
         self._pool = executor or concurrent.futures.ThreadPoolExecutor(
             max_workers=self._limit,
             thread_name_prefix='heat-health-recovery')
@@ -123,6 +135,10 @@ class RecoveryLoop(recreate.RecreateStages):
         self._running = {}       # target id -> (policy id, step type)
         self.timeline = timeline.Timeline(engine_id, replacer, clock)
         self._nova_errors = {}   # policy id -> (reason, until)
+        self._asked = {}         # stack id -> when we asked it to update
+        # Called once heat-engine was asked to update a stack (the pool
+        # follower looks at once).
+        self.on_update = None
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread = None
@@ -147,7 +163,7 @@ class RecoveryLoop(recreate.RecreateStages):
 
     def _run(self):
         while not self._stopping.is_set():
-            if self._wake.wait(self._tick):
+            if self._wake.wait(self._pause()):
                 self._wake.clear()
                 self._stopping.wait(GATHER_SECONDS)
             if self._stopping.is_set():
@@ -156,6 +172,14 @@ class RecoveryLoop(recreate.RecreateStages):
                 self.run_once()
             except Exception:
                 LOG.exception('Recovery pass failed; retrying')
+
+    def _pause(self):
+        """Seconds to the next pass: shorter while an update of ours runs."""
+        for policy in self.tracker.policies():
+            for target in self.tracker.targets_of(policy.id):
+                if (target.recovery or {}).get('stage') == recreate.UPDATING:
+                    return min(self._tick, UPDATE_WATCH_SECONDS)
+        return self._tick
 
     def run_once(self):
         """Plan every owned policy and start the steps it needs.
@@ -172,10 +196,22 @@ class RecoveryLoop(recreate.RecreateStages):
         carried = {t.id for found in targets.values() for t in found
                    if t.state == states.RECOVERING}
         engine_room = max(self._limit - len(carried | starting), 0)
+        # Each project's share: one project never takes every worker.
+        project_cap = min(self._project_limit, self._limit)
+        of_project = collections.Counter()
         for policy in policies:
+            of_project[policy.project_id] += len(
+                {t.id for t in targets[policy.id]
+                 if t.state == states.RECOVERING or t.id in starting})
+        for policy in policies:
+            project_room = max(project_cap - of_project[policy.project_id],
+                               0)
             plan = planner.plan(policy, targets[policy.id], now, starting,
                                 engine_room, self._blind(policy.id) or
-                                self._nova_error(policy.id, now))
+                                self._nova_error(policy.id, now),
+                                project_room=project_room,
+                                project_cap=project_cap,
+                                gather=self._gather)
             self.timeline.brake(policy, plan.brake, now)
             for step in plan.steps:
                 if isinstance(step, planner.Hold):
@@ -188,41 +224,54 @@ class RecoveryLoop(recreate.RecreateStages):
                 if self._submit(policy, step) and isinstance(
                         step, planner.Start):
                     engine_room -= 1
+                    of_project[policy.project_id] += 1
+
+    @staticmethod
+    def _targets(step):
+        return getattr(step, 'targets', None) or (step.target,)
 
     def _submit(self, policy, step):
-        target = step.target
+        ids = [t.id for t in self._targets(step)]
         with self._lock:
-            if target.id in self._running:
+            if any(i in self._running for i in ids):
                 # Its own step is under way: neither held nor again.
                 return False
-            self._running[target.id] = (policy.id, type(step))
-        self.timeline.forget(target.id)
+            for target_id in ids:
+                self._running[target_id] = (policy.id, type(step))
+        for target_id in ids:
+            self.timeline.forget(target_id)
         try:
             self._pool.submit(self._carry_out, policy, step)
         except RuntimeError:
             # Shutting down.
             with self._lock:
-                self._running.pop(target.id, None)
+                for target_id in ids:
+                    self._running.pop(target_id, None)
             return False
         return True
 
     def _carry_out(self, policy, step):
         try:
-            handler = {planner.Start: self._start,
-                       planner.Advance: self._advance,
-                       planner.Escalate: self._escalate,
-                       planner.GiveUp: self._give_up,
-                       planner.ResetAttempts: self._reset,
-                       planner.Restore: self._restore,
-                       planner.Unmark: self._unmark}[type(step)]
-            handler(policy, step.target, step)
+            if isinstance(step, planner.ReplaceMarked):
+                self._replace_marked(policy, step)
+            else:
+                handler = {planner.Start: self._start,
+                           planner.Advance: self._advance,
+                           planner.Escalate: self._escalate,
+                           planner.GiveUp: self._give_up,
+                           planner.ResetAttempts: self._reset,
+                           planner.Restore: self._restore,
+                           planner.Unmark: self._unmark}[type(step)]
+                handler(policy, step.target, step)
         except Exception:
-            LOG.exception('Recovery step %(step)s of %(server)s failed',
+            LOG.exception('Recovery step %(step)s of %(servers)s failed',
                           {'step': type(step).__name__,
-                           'server': step.target.server_id})
+                           'servers': ', '.join(
+                               t.server_id for t in self._targets(step))})
         finally:
             with self._lock:
-                self._running.pop(step.target.id, None)
+                for target in self._targets(step):
+                    self._running.pop(target.id, None)
 
     def _stack_nova(self, stack_id):
         """Nova as the stack's owner, kept a while for its token.
@@ -252,20 +301,48 @@ class RecoveryLoop(recreate.RecreateStages):
             return None
         return reason
 
+    def _forget_clients(self, stack_id):
+        """After an error: the stack's next clients get a new token."""
+        self._clients.pop(stack_id, None)
+        forget = getattr(self.replacer, 'forget_clients', None)
+        if forget is not None:
+            forget(stack_id)
+
     def _saw_nova_error(self, policy, error):
-        self._clients.pop(policy.stack_id, None)
+        self._forget_clients(policy.stack_id)
         self._nova_errors[policy.id] = (
             'Nova error: %s' % error,
             self._clock() + datetime.timedelta(seconds=BLIND_SECONDS))
 
     # Starting an attempt
 
-    def _not_now(self, policy):
-        """Why no new effect may start on the policy's stack, or None."""
+    def _not_now(self, policy, before_mark=False):
+        """Why no new effect may start on the policy's stack, or None.
+
+        :param before_mark: the effect is a RECREATE's drain or fence,
+            which may go on while a stack update of ours runs (its mark
+            waits for the update's end, then joins the next one).
+        """
         action, status = self.replacer.stack_status(policy.stack_id)
+        if before_mark and (action, status) == ('UPDATE', 'IN_PROGRESS') \
+                and self._updating(policy):
+            return self._switched_off(policy)
         if status not in _ACTIONABLE or action in ('DELETE', 'SUSPEND'):
             return 'not now: stack is %s_%s' % (action, status)
         return self._switched_off(policy)
+
+    def _updating(self, policy):
+        """Whether the update running on the policy's stack is ours.
+
+        Asked by this engine within the policy's node_update_timeout, or
+        still awaited by a target of the policy.
+        """
+        asked = self._asked.get(policy.stack_id)
+        if asked is not None and self._clock() < asked + datetime.timedelta(
+                seconds=max(policy.spec.grace, MIN_VERIFY_SECONDS)):
+            return True
+        return any((t.recovery or {}).get('stage') == recreate.UPDATING
+                   for t in self.tracker.targets_of(policy.id))
 
     @staticmethod
     def _switched_off(policy):
@@ -316,7 +393,7 @@ class RecoveryLoop(recreate.RecreateStages):
 
     def _start(self, policy, target, step):
         spec = policy.spec.recovery
-        held = self._not_now(policy)
+        held = self._not_now(policy, before_mark=True)
         if held:
             self.timeline.hold(policy, target, held, self._clock())
             return
@@ -331,6 +408,11 @@ class RecoveryLoop(recreate.RecreateStages):
                                'braked: Nova error: %s' % e, self._clock())
             return
         ladder, index, action = self._choose(policy, found, step.step)
+        if action[0] != RECREATE:
+            held = self._not_now(policy)
+            if held:
+                self.timeline.hold(policy, target, held, self._clock())
+                return
         now = self._clock()
         # The action's deadline: node_update_timeout, never so short that
         # a booting server is taken for a failed action.
@@ -338,6 +420,10 @@ class RecoveryLoop(recreate.RecreateStages):
         attempts = planner.attempts_in_window(target, spec, now)
         attempt = attempts + 1
         recovery = db_api.leftovers(target.recovery) or {}
+        if recovery.get('drained_of', target.server_id) != target.server_id:
+            # Drained members of a server replaced since left with it.
+            recovery.pop('drained', None)
+            recovery.pop('drained_of', None)
         recovery.update({
             'action': action[0], 'params': dict(action[1] or {}),
             'step': index, 'ladder': [[n, dict(p or {})] for n, p in ladder],
@@ -355,7 +441,7 @@ class RecoveryLoop(recreate.RecreateStages):
             # the weight it had before is the one to give back.
             drained.setdefault(pool, member)
         if drained:
-            recovery['drained'] = drained
+            recovery.update(drained=drained, drained_of=target.server_id)
         elif action[0] != RECREATE:
             # Nothing to do before the action: it is sent right away.
             recovery['stage'] = ISSUING
@@ -399,7 +485,9 @@ class RecoveryLoop(recreate.RecreateStages):
                                        recovery.get('params'))))
         # Waiting for a stack update of ours: only the switches hold it.
         held = (self._switched_off(policy) if stage == recreate.UPDATING
-                else self._not_now(policy))
+                else self._not_now(policy, before_mark=(
+                    recovery.get('action') == RECREATE and
+                    stage in recreate.BEFORE_MARK)))
         if held:
             LOG.info('Recovery of %(p)s waits: %(r)s',
                      {'p': target.path, 'r': held})
@@ -422,13 +510,35 @@ class RecoveryLoop(recreate.RecreateStages):
             self._issue(policy, target, nova, recovery)
 
     def _drain(self, policy, target, recovery):
-        """Weight 0 for the recorded members; False to stop here."""
+        """Weight 0 for the recorded members; False to stop here.
+
+        A busy load balancer is waited for a little at each pass, up to
+        its lb_status_timeout counted from the drain's stored start; the
+        worker is free in between.
+        """
         drained = recovery.get('drained')
         if not drained or self._drainer is None:
             return True
+        now = self._clock()
+        started = planner.parse_time(recovery.get('drain_started'))
+        if started is None:
+            recovery['drain_started'] = _iso(now)
+            if not self.tracker.store_columns(target,
+                                              {'recovery': recovery}):
+                return False
+            started = now
         try:
-            self._drainer.drain(policy.stack_id, drained)
+            # A server to be replaced is stopped and replaced whether or
+            # not the load balancer took the weight yet.
+            self._drainer.drain(policy.stack_id, drained,
+                                (now - started).total_seconds(),
+                                settle=recovery.get('action') != RECREATE)
+        except lb_drain.NotYet as ex:
+            LOG.info('Drain of %(p)s goes on at the next pass: %(e)s',
+                     {'p': target.path, 'e': ex})
+            return False
         except Exception as ex:
+            self._forget_clients(policy.stack_id)
             self.timeline.lb_event(policy, target, 'DRAINED', (
                 'load balancer members not drained before %s: %s' %
                 (recovery.get('action'), ex)))
@@ -547,9 +657,18 @@ class RecoveryLoop(recreate.RecreateStages):
         recovery = dict(target.recovery or {})
         drained = recovery.get('drained') or {}
         restored = {}
+        if drained and not recovery.get('restoring'):
+            # Stored first: the pool follower stops holding them at 0.
+            recovery['restoring'] = True
+            if not self.tracker.store_columns(target,
+                                              {'recovery': recovery}):
+                return
         if self._drainer is not None:
             try:
-                restored = self._drainer.restore(policy.stack_id, drained)
+                # Only the members of the server the target holds now: a
+                # replaced server's drained member gets no traffic again.
+                restored = self._drainer.restore(policy.stack_id, drained,
+                                                 target.server_id)
             except Exception as ex:
                 LOG.warning('Members of %(s)s not restored yet: %(e)s',
                             {'s': target.server_id, 'e': ex})

@@ -38,6 +38,13 @@ Unmark = collections.namedtuple('Unmark', ['target'])
 """Healthy again: clear the CHECK_FAILED a recovery put on its resource."""
 Hold = collections.namedtuple('Hold', ['target', 'reason'])
 """A failed target not acted on now, and why (for the timeline)."""
+ReplaceMarked = collections.namedtuple('ReplaceMarked', ['targets'])
+"""One stack update replaces every server of the policy marked for it."""
+
+# RECREATE's stages before its resource is marked, and once it is marked
+# and waits for the stack update (see recovery.recreate).
+_MARKING = frozenset(['intent', 'fencing', 'fenced'])
+MARKED = 'marked'
 
 Plan = collections.namedtuple('Plan', ['brake', 'steps'])
 
@@ -144,7 +151,26 @@ def _escalation(target):
                         recovery.get('verify_seconds', '?'), action))
 
 
-def plan(policy, targets, now, running=(), engine_room=None, blind=None):
+def _gathered(targets, marked, running, starting, now, gather):
+    """Whether the marked targets' update may be asked for now.
+
+    At once when no other RECREATE of the stack is on its way to its
+    mark (deciding, fencing, marking); otherwise once the first marked
+    target has waited ``gather`` seconds for them.
+    """
+    on_the_way = starting or any(t.id in running for t in targets) or any(
+        t.state == states.RECOVERING and
+        (t.recovery or {}).get('action') == 'RECREATE' and
+        (t.recovery or {}).get('stage') in _MARKING for t in targets)
+    if not on_the_way:
+        return True
+    first = min((parse_time((t.recovery or {}).get('marked_at')) or now
+                 for t in marked))
+    return now >= first + datetime.timedelta(seconds=gather)
+
+
+def plan(policy, targets, now, running=(), engine_room=None, blind=None,
+         project_room=None, project_cap=None, gather=0.0):
     """The steps for one policy's targets now.
 
     :param policy: has ``spec`` (PolicySpec), ``busy`` (places a stack
@@ -157,6 +183,10 @@ def plan(policy, targets, now, running=(), engine_room=None, blind=None):
     :param engine_room: recoveries the engine may still start (its own
         limit), None for no limit.
     :param blind: as for ``brake``.
+    :param project_room: recoveries the engine may still start for the
+        policy's project (its share, ``project_cap``), None for no limit.
+    :param gather: seconds a marked RECREATE waits for the others of its
+        stack on their way to their mark, to share one stack update.
     """
     spec = policy.spec.recovery
     steps = []
@@ -167,8 +197,7 @@ def plan(policy, targets, now, running=(), engine_room=None, blind=None):
     braked = brake(targets, spec, now, blind)
     active = {t.id for t in targets if t.state in states.IN_RECOVERY}
     room = max(spec.max_concurrent - len(active | set(running)), 0)
-    if engine_room is not None:
-        room = min(room, engine_room)
+    marked = []
     for target in sorted(targets, key=lambda t: (parse_time(t.since) or now)):
         state = target.state
         undo = _undo(target)
@@ -177,7 +206,16 @@ def plan(policy, targets, now, running=(), engine_room=None, blind=None):
         elif state in states.IN_RECOVERY:
             held = _hold_reason(target, policy, now)
             stage = (target.recovery or {}).get('stage')
-            if state == states.RECOVERING and (
+            if state == states.RECOVERING and stage == MARKED:
+                # Replaced together with the others marked; only the
+                # switches hold it (the loop waits while the stack is
+                # busy).
+                switched = policy.frozen() or _paused(policy)
+                if switched:
+                    steps.append(Hold(target, switched))
+                else:
+                    marked.append(target)
+            elif state == states.RECOVERING and (
                     held is None or stage == 'issuing'):
                 # Stored intent: carried through even under the brake (it
                 # was decided before), never issued twice (the stages say
@@ -219,9 +257,26 @@ def plan(policy, targets, now, running=(), engine_room=None, blind=None):
                                   'policy at once at most' %
                                   spec.max_concurrent))
                 continue
+            if project_room is not None and project_room <= 0:
+                steps.append(Hold(target, 'waiting: %s recoveries of this '
+                                  "project at once at most (the engine's "
+                                  'share per project)' % project_cap))
+                continue
+            if engine_room is not None and engine_room <= 0:
+                steps.append(Hold(target, 'waiting: every recovery worker '
+                                  'of the engine is busy'))
+                continue
             room -= 1
+            if project_room is not None:
+                project_room -= 1
+            if engine_room is not None:
+                engine_room -= 1
             recovery = target.recovery or {}
             step = (recovery.get('next_step', 0)
                     if recovery.get('stage') == 'escalate' else 0)
             steps.append(Start(target, step, done + 1, target.reason))
+    if marked and _gathered(targets, marked, running,
+                            any(isinstance(s, Start) for s in steps), now,
+                            gather):
+        steps.append(ReplaceMarked(tuple(marked)))
     return Plan(braked, steps)

@@ -4,9 +4,11 @@ A mixin of the recovery loop: each pass takes a stored RECREATE as far as
 it goes now and stores the stage reached before the effect that follows
 it. The old server is stopped once (``fencing``, confirmed ``fenced``);
 the resource is marked CHECK_FAILED only while it still holds the old
-server, and the stack update is asked for after ``updating`` is stored,
-again only when an update ended without replacing the server. The
-registry's sync sees the new server and verifies it.
+server (``marked``). Every target of a stack marked by then, or within
+the gather window, is replaced by one stack update, asked for after each
+one's ``updating`` is stored, and again only for those an update ended
+without replacing. The registry's sync sees each new server and verifies
+it.
 """
 
 import datetime
@@ -21,8 +23,10 @@ from heat_health.engine.recovery import planner
 
 LOG = logging.getLogger(__name__)
 
-STAGES = (INTENT, FENCING, FENCED, UPDATING) = (
-    'intent', 'fencing', 'fenced', 'updating')
+STAGES = (INTENT, FENCING, FENCED, MARKED, UPDATING) = (
+    'intent', 'fencing', 'fenced', planner.MARKED, 'updating')
+# Stages that may go on while a stack update of ours runs.
+BEFORE_MARK = frozenset([INTENT, FENCING, FENCED])
 # Updates tried for one RECREATE whose update was superseded.
 MAX_UPDATES = 3
 
@@ -51,9 +55,15 @@ class RecreateStages(object):
         old = recovery.get('old_server_id') or target.server_id
         if stage == UPDATING:
             return self._recreate_update(policy, target, recovery)
+        if stage == MARKED:
+            # Its update is asked for with the others (ReplaceMarked).
+            return
         if policy.spec.recovery.fence_compute and stage != FENCED:
             if not self._fence(policy, target, recovery, old, nova):
                 return
+        if self.replacer.stack_status(policy.stack_id)[1] == 'IN_PROGRESS':
+            # Our update runs: marked once it ends, for the next one.
+            return
         reason = 'RECREATE: %s' % (recovery.get('detected') or 'unhealthy')
         try:
             self.replacer.mark_failed(target.stack_id, target.resource_name,
@@ -66,7 +76,8 @@ class RecreateStages(object):
         except Exception as e:
             return self._failed(policy, target, 'could not mark the '
                                 'resource CHECK_FAILED: %s' % e)
-        self._request_update(policy, target, recovery, old)
+        self._to_update(target, recovery, 'marked CHECK_FAILED: server %s '
+                        'to be replaced' % old)
 
     def _fence(self, policy, target, recovery, old, nova):
         """Stop the old server, once; True once Nova shows it stopped.
@@ -127,26 +138,87 @@ class RecreateStages(object):
         return self._store_stage(target, recovery,
                                  'fenced: server %s is stopped' % old)
 
-    def _request_update(self, policy, target, recovery, old):
-        """Have heat-engine update the stack; stored as asked before."""
-        recovery.update(stage=UPDATING, updates=recovery.get('updates', 0) + 1,
-                        update_at=self._clock().isoformat())
-        if not self._store_stage(target, recovery, 'stack update (existing) '
-                                 'requested to replace server %s' % old):
+    def _to_update(self, target, recovery, reason):
+        """Marked: waits for the stack update it shares with the others."""
+        recovery.update(stage=MARKED, marked_at=self._clock().isoformat())
+        if self._store_stage(target, recovery, reason):
+            self.wake()
+
+    def _replace_marked(self, policy, step):
+        """One stack update for every target marked, each stored first.
+
+        Each target stores ``updating`` (fenced) before heat-engine is
+        asked; one whose write failed waits for the next update. A target
+        whose holder stack is not the policy's (an AutoScalingGroup sized
+        by its members) gets its own update, one per such stack.
+        """
+        held = self._not_now(policy)
+        if held:
+            LOG.info('Replacement of %(n)d servers of stack %(s)s waits: '
+                     '%(r)s', {'n': len(step.targets), 's': policy.stack_id,
+                               'r': held})
             return
+        now = self._clock().isoformat()
+        olds = ', '.join(sorted(
+            (t.recovery or {}).get('old_server_id') or t.server_id
+            for t in step.targets))
+        batch = []
+        for target in step.targets:
+            recovery = dict(target.recovery or {})
+            old = recovery.get('old_server_id') or target.server_id
+            if self.replacer.replaced(target.stack_id, target.resource_name,
+                                      old):
+                # Another update (a user's) replaced it meanwhile: the
+                # registry's next sync verifies the new server.
+                continue
+            if recovery.get('updates', 0) >= MAX_UPDATES:
+                self._failed(policy, target, 'the update was superseded '
+                             '%d times' % MAX_UPDATES)
+                continue
+            recovery.update(stage=UPDATING, update_at=now,
+                            updates=recovery.get('updates', 0) + 1)
+            others = len(step.targets) - 1
+            reason = ('stack update (existing) requested to replace server '
+                      '%s%s' % (old, ' with %d other%s (%s)' % (
+                          others, 's' if others > 1 else '', olds)
+                          if others else ''))
+            if self._store_stage(target, recovery, reason):
+                batch.append((target, recovery))
+        asked = {}   # stack id -> the stack updated, None, or the error
+        for target, recovery in batch:
+            try:
+                stack_id = self.replacer.stack_to_update(
+                    policy.stack_id, target.stack_id, target.resource_name)
+            except Exception as e:
+                stack_id = (target.stack_id, target.resource_name)
+                asked[stack_id] = e
+            if stack_id not in asked:
+                try:
+                    asked[stack_id] = self._update(policy, target)
+                except Exception as e:
+                    asked[stack_id] = e
+            found = asked[stack_id]
+            if isinstance(found, Exception):
+                self._failed(policy, target, 'heat-engine did not update '
+                             'the stack: %s' % found)
+            elif found is not None:
+                recovery['updated_stack'] = found
+                self.tracker.store_columns(target, {'recovery': recovery})
+
+    def _update(self, policy, target):
+        """The stack heat-engine updates, or None if it did not answer."""
+        self._asked[policy.stack_id] = self._clock()
         try:
-            stack_id = self.replacer.update_target(
+            updated = self.replacer.update_target(
                 policy.stack_id, target.stack_id, target.resource_name)
         except oslo_messaging.MessagingTimeout as e:
             # It may still run: the next pass sees what became of it.
             LOG.warning('heat-engine did not answer the update replacing '
                         '%(p)s in time: %(e)s', {'p': target.path, 'e': e})
-            return
-        except Exception as e:
-            return self._failed(policy, target, 'heat-engine did not '
-                                'update the stack: %s' % e)
-        recovery['updated_stack'] = stack_id
-        self.tracker.store_columns(target, {'recovery': recovery})
+            updated = None
+        if self.on_update is not None:
+            self.on_update()
+        return updated
 
     def _recreate_update(self, policy, target, recovery):
         old = recovery.get('old_server_id') or target.server_id
@@ -170,4 +242,5 @@ class RecreateStages(object):
         if recovery.get('updates', 0) >= MAX_UPDATES:
             return self._failed(policy, target, 'the update was superseded '
                                 '%d times' % MAX_UPDATES)
-        self._request_update(policy, target, recovery, old)
+        self._to_update(target, recovery, 'the stack update ended without '
+                        'replacing server %s: asked again' % old)

@@ -97,6 +97,7 @@ class Timeline(object):
         try:
             db_api.event_add([{
                 'policy_id': policy.id, 'server_id': target.server_id,
+                'path': target.path,
                 'old_state': target.state, 'new_state': new_state,
                 'reason': reason, 'source': 'recovery',
                 'created_at': self._clock()}])

@@ -40,6 +40,9 @@ def _policy_state(policy):
     if policy.get('braked'):
         states.append('braked since %s: %s' % (policy.get('braked_since'),
                                                policy['braked']))
+    if policy.get('error'):
+        states.append('not watched fully since %s: %s' % (
+            policy.get('error_since'), policy['error']))
     return '; '.join(states) or 'active'
 
 

@@ -1,0 +1,110 @@
+"""Many servers of one group lost at once: one stack update replaces them.
+
+Two engines share the policies. Heat's own event list of the stack tells
+how many updates ran (its UPDATE_IN_PROGRESS events); fakecloud's
+timeline, which servers were created.
+"""
+
+import concurrent.futures
+import datetime
+
+import pytest
+
+from tests.functional import engines
+from tests.functional import healing as h
+
+# fakecloud's faults and timeline; a second engine of the local deployment.
+pytestmark = pytest.mark.fakecloud
+
+RECREATE = {'actions': [{'name': 'RECREATE'}], 'max_concurrent': 3}
+
+
+@pytest.fixture(scope='module', autouse=True)
+def second_engine(demo, tmp_path_factory):
+    engine = engines.Engine(tmp_path_factory.mktemp('batched'),
+                            'batched-peer').start(demo)
+    yield engine
+    engine.kill()
+
+
+def _updates(demo, stack):
+    """Heat's events of the stack's own updates, oldest first."""
+    name = stack['stack_name']
+    return sorted((e for e in demo.events(name)
+                   if e['resource_name'] == name and
+                   e['resource_status'].startswith('UPDATE_')),
+                  key=lambda e: (e['event_time'], e['id']))
+
+
+def _time(event):
+    return datetime.datetime.fromisoformat(event['event_time'].rstrip('Z'))
+
+
+def _created(admin, since):
+    return [e['server_id'] for e in h.timeline(admin)
+            if e['seq'] > since and e['event'] == 'created']
+
+
+def _wait_all_replaced(demo, stack, olds, count):
+    def done():
+        found = h.all_healthy(demo, stack, count)
+        if not found or set(olds) & {t['server_id'] for t in found.values()}:
+            return None
+        if h.stack_status(demo, stack) != 'UPDATE_COMPLETE':
+            return None
+        return found
+    return demo.wait_for(done, 'every lost server replaced, the stack '
+                         'UPDATE_COMPLETE', timeout=180)
+
+
+def test_three_servers_lost_at_once_are_replaced_by_one_update(
+        demo, admin, stacks):
+    stack, targets = h.heal_stack(stacks, demo, 'batch-three', count=7,
+                                  recovery=RECREATE)
+    lost = [targets['workers/%d' % i]['server_id'] for i in range(3)]
+    kept = {t['server_id'] for p, t in targets.items()
+            if t['server_id'] not in lost}
+    since = h.timeline(admin)[-1]['seq']
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        answers = list(pool.map(
+            lambda s: admin.inject_fault(s, 'crash_to_error'), lost))
+    assert [a.status_code for a in answers] == [200] * 3
+    healed = _wait_all_replaced(demo, stack, lost, 7)
+    now = {t['server_id'] for t in healed.values()}
+    assert kept <= now
+    # One update of ours, three new servers, none made twice.
+    started = [e for e in _updates(demo, stack)
+               if e['resource_status'] == 'UPDATE_IN_PROGRESS']
+    assert len(started) == 1, started
+    created = _created(admin, since)
+    assert sorted(created) == sorted(now - kept), created
+    requested = [e for e in h.events(demo, stack) if (e['reason'] or '')
+                 .startswith('stack update (existing) requested')]
+    assert sorted(e['server_id'] for e in requested) == sorted(lost)
+    assert all('with 2 others' in e['reason'] for e in requested), requested
+
+
+def test_a_failure_during_our_update_joins_the_next_at_once(
+        demo, admin, stacks):
+    stack, targets = h.heal_stack(stacks, demo, 'batch-join', count=5,
+                                  recovery=RECREATE)
+    first = targets['workers/0']['server_id']
+    second = targets['workers/1']['server_id']
+    assert admin.inject_fault(first, 'crash_to_error').status_code == 200
+    demo.wait_for(lambda: h.stack_status(demo, stack) ==
+                  'UPDATE_IN_PROGRESS', 'our first update running',
+                  timeout=60, interval=0.2)
+    assert admin.inject_fault(second, 'crash_to_error').status_code == 200
+    _wait_all_replaced(demo, stack, [first, second], 5)
+    updates = _updates(demo, stack)
+    assert [e['resource_status'] for e in updates] == [
+        'UPDATE_IN_PROGRESS', 'UPDATE_COMPLETE',
+        'UPDATE_IN_PROGRESS', 'UPDATE_COMPLETE'], updates
+    # Drained and fenced while the first ran; marked and updated in the
+    # seconds after it ended, not at the next poll (every 5 s).
+    gap = (_time(updates[2]) - _time(updates[1])).total_seconds()
+    assert gap <= 3, updates
+    requested = [e for e in h.events(demo, stack) if (e['reason'] or '')
+                 .startswith('stack update (existing) requested')]
+    assert sorted(e['server_id'] for e in requested) == sorted(
+        [first, second])

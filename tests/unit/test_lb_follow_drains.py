@@ -1,0 +1,82 @@
+"""A pool's full member list keeps the members recovery drained.
+
+The follower lists a pool's members and sends the whole list back; a
+drain that Octavia accepted in between (another engine's recovery, or
+this one's) must not be undone by the weight the listing read.
+"""
+
+from unittest import mock
+
+from keystoneauth1 import session as ks_session
+from keystoneauth1 import token_endpoint
+from octaviaclient.api.v2 import octavia as octavia_api
+import requests
+
+from heat_health.db import api as db_api
+from heat_health.db import models
+from heat_health.engine import lb_follow
+from tests.unit import base
+from tests.unit import test_lb_members as fake_octavia
+
+DATA = {'pool_id': fake_octavia.POOL, 'loadbalancer_id': fake_octavia.LB,
+        'protocol_port': 80, 'subnet_id': None, 'subnet_cidr': '10.0.0.0/24',
+        'members': {'s1': {'address': '10.0.0.5', 'member_id': 'a'},
+                    's2': {'address': '10.0.0.6', 'member_id': 'b'}}}
+
+
+def _api(fake):
+    http = requests.Session()
+    http.mount('http://', fake)
+    session = ks_session.Session(
+        auth=token_endpoint.Token(fake_octavia.OCTAVIA, 't'), session=http)
+    return octavia_api.OctaviaAPI(endpoint=fake_octavia.OCTAVIA,
+                                  session=session)
+
+
+class DrainedMembersTest(base.HeatHealthTestCase):
+
+    def setUp(self):
+        super(DrainedMembersTest, self).setUp()
+        self.setup_health_db()
+        with db_api._facade.writer.using(db_api._Session()) as session:
+            session.add(models.Policy(
+                id='p1', stack_id='stack', resource_name='health',
+                project_id='p', spec={}, enabled=True, generation=1))
+
+    def _target(self, name, recovery):
+        with db_api._facade.writer.using(db_api._Session()) as session:
+            session.add(models.Target(
+                policy_id='p1', server_id=name, stack_id='stack',
+                resource_name=name, path='group/' + name, state='RECOVERING',
+                recovery=recovery))
+
+    def test_only_members_held_drained_are_listed(self):
+        pool = fake_octavia.POOL
+        self._target('s1', {'drained': {pool: ['10.0.0.5', 5]}})
+        self._target('s2', {'drained': {pool: ['10.0.0.6', 1]},
+                            'restoring': True})
+        self._target('s3', {'drained': {pool: ['10.0.0.7', 1]},
+                            'restored': True})
+        self._target('s4', {'drained': {'other-pool': ['10.0.0.8', 1]}})
+        self._target('s5', {'action': 'REBOOT'})
+        self.assertEqual({pool: {'10.0.0.5'}},
+                         db_api.drained_members([pool]))
+        self.assertEqual({}, db_api.drained_members([]))
+
+    def test_the_follower_sends_a_drained_member_at_weight_zero(self):
+        fake = fake_octavia.FakeOctavia()
+        # The listing still reads weight 1: the drain came after it.
+        fake.members = [
+            dict(fake_octavia._member('10.0.0.5'), id='a', name='s1'),
+            dict(fake_octavia._member('10.0.0.6'), id='b', name='s2')]
+        self._target('s1', {'drained': {fake_octavia.POOL:
+                                        ['10.0.0.5', 1]}})
+        follower = lb_follow.MemberFollower(lambda stack_id: _api(fake),
+                                            list_servers=lambda ids: {})
+        wanted = {'s1': '10.0.0.5', 's2': '10.0.0.6', 's3': '10.0.0.7'}
+        lb = lb_follow.LoadBalancer(1, 'lb-uuid', 'stack', 'lb', DATA)
+        with mock.patch.object(follower, '_wanted',
+                               return_value=(wanted, {})):
+            follower._follow(None, lb)
+        self.assertEqual({'10.0.0.5': 0, '10.0.0.6': 1, '10.0.0.7': 1},
+                         {m['address']: m['weight'] for m in fake.members})
