@@ -91,7 +91,9 @@ pool, and the stack UPDATE_COMPLETE (or --timeout), the benchmark reads:
   old server's port the member keeps its address), the old member gone
   (its member id no longer listed; a member id kept for the new server is
   shown as such);
-* the stack's status;
+* the status of the stacks updated: the stack holding each failed
+  server (each group member's own stack), and the root; "stack COMPLETE"
+  is when every one reached by an update has completed it;
 * fakecloud's timeline: the fault (t0 of each server) and the new
   server's ``active`` entry.
 
@@ -99,7 +101,7 @@ All times are the host's clock (fakecloud runs beside the benchmark).
 Throughout, no member at a failed server's address may have weight > 0
 after it was drained and before its replacement is ACTIVE: such reads are
 counted as violations. The stack updates are Heat's own UPDATE
-IN_PROGRESS events of the stack after the faults, and the distinct
+IN_PROGRESS events of those stacks after the faults, and the distinct
 "stack update (existing) requested" batches of the health events.
 
 Prints one line per round and, per N, p50 and max of the seconds from the

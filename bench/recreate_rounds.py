@@ -20,6 +20,7 @@ sys.path.insert(0, str(REPO / 'bench'))
 
 import heal_common as common  # noqa: E402
 from tests.functional import cloud as localcloud  # noqa: E402
+from tests.functional import healing  # noqa: E402
 
 TEMPLATE = localcloud.TEMPLATES / 'lb_recreate.yaml'
 FAULT = 'crash_to_error'
@@ -92,6 +93,19 @@ def stack_url(demo, stack):
                                 stack['stack_name'], stack['id'])
 
 
+def updated_stacks(demo, stack, failed):
+    """The stacks whose updates replace the failed servers, and the root.
+
+    Recovery updates the stack that holds each server (a group member's
+    own stack); with ``replacement_update_stack = root``, the root.
+    """
+    found = {stack['id']: stack}
+    for f in failed:
+        holder = healing.holder(demo, stack, f.path)
+        found[holder['id']] = holder
+    return list(found.values())
+
+
 def policy_of(demo, stack):
     return common.policy_of(demo.health_report(stack))
 
@@ -108,6 +122,20 @@ def health_events(demo, stack, marker=None):
 def stack_status(demo, stack):
     return demo.session.get(stack_url(demo, stack)).json()['stack'][
         'stack_status']
+
+
+def updates_status(demo, stacks):
+    """The round's update status over all the stacks updated.
+
+    UPDATE_IN_PROGRESS while any updates; UPDATE_COMPLETE once every one
+    an update reached has completed it.
+    """
+    found = [stack_status(demo, s) for s in stacks]
+    if 'UPDATE_IN_PROGRESS' in found:
+        return 'UPDATE_IN_PROGRESS'
+    if 'UPDATE_FAILED' in found:
+        return 'UPDATE_FAILED'
+    return 'UPDATE_COMPLETE' if 'UPDATE_COMPLETE' in found else found[0]
 
 
 def heat_updates(demo, stack, since):
@@ -313,6 +341,7 @@ def run_round(demo, admin, made, rnd, poll, timeout):
         :rnd.failing]]
     marker = (health_events(demo, stack) or [{'id': 0}])[-1]['id']
     seq = common.last_seq(admin)
+    updated = updated_stacks(demo, stack, rnd.failed)
     inject(admin, rnd.failed)
     seen, entries, active = [], [], {}
     previous = time.time()
@@ -359,7 +388,7 @@ def run_round(demo, admin, made, rnd, poll, timeout):
         before = time.time()
         pool = members(demo, stack['pool_id'])
         read_pool(rnd.failed, pool, (before + time.time()) / 2, active)
-        status = stack_status(demo, stack)
+        status = updates_status(demo, updated)
         if status == 'UPDATE_IN_PROGRESS':
             was_updating = True
             rnd.complete = None
@@ -372,7 +401,7 @@ def run_round(demo, admin, made, rnd, poll, timeout):
         time.sleep(max(0.0, poll - (time.time() - started)))
     if any('fault' not in f.times for f in rnd.failed):
         raise RoundFailed('no fault in fakecloud\'s timeline')
-    rnd.updates = len(heat_updates(demo, stack, rnd.t0))
+    rnd.updates = sum(len(heat_updates(demo, s, rnd.t0)) for s in updated)
     rnd.requested = batches(seen)
     rnd.braked = sum(1 for s in seen if s.event['new_state'] == 'BRAKED')
     if not done(rnd, status):

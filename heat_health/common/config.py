@@ -165,6 +165,23 @@ monitor_opts = [
                       'are all replaced by one stack update. A failure '
                       'found while that update runs joins the next one as '
                       'soon as it ends.'),
+    cfg.StrOpt('replacement_update_stack',
+               default='own', choices=[
+                   ('own', "the stack that holds the server's resource "
+                    '(a group\'s nested stack, a member template\'s '
+                    'stack): only it is updated, so the replacement '
+                    'starts at once and its cost does not grow with the '
+                    'rest of the stack; the root keeps attribute values '
+                    'it cached (outputs naming the group\'s servers) '
+                    'until its next update, as after a scaling signal'),
+                   ('root', 'the root stack: every nested stack of the '
+                    'tree is updated too, so attributes are fresh, at a '
+                    'cost that grows with the size of the tree')],
+               help='Which stack heat-engine is asked to update to replace '
+                    'the servers a RECREATE marked CHECK_FAILED. An '
+                    'AutoScalingGroup without a desired capacity always '
+                    'has its own nested stack updated, so that it keeps '
+                    'its size.'),
     cfg.FloatOpt('monitor_tick',
                  default=1.0, min=0.1,
                  help='Seconds between two passes of the monitor loop: '

@@ -62,6 +62,16 @@ def events(demo, stack):
     return demo.health_report(stack)['events']
 
 
+def all_events(demo, stack):
+    """Every event of the stack's policies (up to 1,000), oldest first.
+
+    The report shows the newest 50 only.
+    """
+    return demo.session.get('%s/stacks/%s/%s/health/events?limit=1000' % (
+        demo.endpoint('orchestration'), stack['stack_name'],
+        stack['id'])).json()['events']
+
+
 def started(events, server_id=None):
     """The recovery actions started (newest first), per the timeline."""
     return [e for e in events if e['new_state'] == 'RECOVERING' and
@@ -108,6 +118,25 @@ def stack_status(demo, stack):
     return demo.session.get('%s/stacks/%s/%s' % (
         demo.endpoint('orchestration'), stack['stack_name'],
         stack['id'])).json()['stack']['stack_status']
+
+
+def holder(demo, stack, path):
+    """The nested stack (name, id) holding the resource at ``path``.
+
+    The stack recovery updates to replace that resource's server
+    (``replacement_update_stack = own``). Heat's API looks stacks up by
+    id (a redirect to name/id).
+    """
+    orchestration = demo.endpoint('orchestration')
+    found = {'stack_name': stack['stack_name'], 'id': stack['id']}
+    for name in path.split('/')[:-1]:
+        nested = demo.session.get('%s/stacks/%s/resources/%s' % (
+            orchestration, found['id'], name)).json()['resource'][
+                'physical_resource_id']
+        shown = demo.session.get('%s/stacks/%s' % (
+            orchestration, nested)).json()['stack']
+        found = {'stack_name': shown['stack_name'], 'id': shown['id']}
+    return found
 
 
 def wait_replaced(demo, stack, path, old, count, timeout=150):

@@ -138,7 +138,8 @@ def test_reboot_then_recreate_leave_the_weights_the_template_set(
     assert admin.inject_fault(victim, 'broken').status_code == 200
     healed = h.wait_replaced(demo, stack, path, victim, 2, timeout=150)
     # The new server may be HEALTHY before Heat deleted the old one.
-    demo.wait_for(lambda: h.stack_status(demo, stack) == 'UPDATE_COMPLETE',
+    member = h.holder(demo, stack, path)
+    demo.wait_for(lambda: h.stack_status(demo, member) == 'UPDATE_COMPLETE',
                   "Heat's update done", timeout=60)
     actions = [e['event'] for e in h.timeline(admin, victim)
                if e['event'].startswith('action:')]

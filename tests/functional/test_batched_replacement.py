@@ -1,8 +1,9 @@
 """Many servers of one group lost at once: one stack update replaces them.
 
-Two engines share the policies. Heat's own event list of the stack tells
-how many updates ran (its UPDATE_IN_PROGRESS events); fakecloud's
-timeline, which servers were created.
+Two engines share the policies. The update is of the group's own nested
+stack, which holds the servers: Heat's event list of that stack tells how
+many updates ran (its UPDATE_IN_PROGRESS events), and the root's that it
+was not updated at all; fakecloud's timeline, which servers were created.
 """
 
 import concurrent.futures
@@ -34,7 +35,7 @@ def _updates(demo, stack):
     ending and the next starting within a second tie on them.
     """
     name = stack['stack_name']
-    return [e for e in demo.events(name)
+    return [e for e in demo.events(stack['id'])
             if e['resource_name'] == name and
             e['resource_status'].startswith('UPDATE_')]
 
@@ -49,15 +50,17 @@ def _created(admin, since):
 
 
 def _wait_all_replaced(demo, stack, olds, count):
+    group = h.holder(demo, stack, 'workers/0')
+
     def done():
         found = h.all_healthy(demo, stack, count)
         if not found or set(olds) & {t['server_id'] for t in found.values()}:
             return None
-        if h.stack_status(demo, stack) != 'UPDATE_COMPLETE':
+        if h.stack_status(demo, group) != 'UPDATE_COMPLETE':
             return None
         return found
-    return demo.wait_for(done, 'every lost server replaced, the stack '
-                         'UPDATE_COMPLETE', timeout=180)
+    return demo.wait_for(done, 'every lost server replaced, the group\'s '
+                         'stack UPDATE_COMPLETE', timeout=180)
 
 
 def test_three_servers_lost_at_once_are_replaced_by_one_update(
@@ -75,10 +78,12 @@ def test_three_servers_lost_at_once_are_replaced_by_one_update(
     healed = _wait_all_replaced(demo, stack, lost, 7)
     now = {t['server_id'] for t in healed.values()}
     assert kept <= now
-    # One update of ours, three new servers, none made twice.
-    started = [e for e in _updates(demo, stack)
+    # One update of ours, of the group's stack alone; three new servers,
+    # none made twice.
+    started = [e for e in _updates(demo, h.holder(demo, stack, 'workers/0'))
                if e['resource_status'] == 'UPDATE_IN_PROGRESS']
     assert len(started) == 1, started
+    assert _updates(demo, stack) == []
     created = _created(admin, since)
     assert sorted(created) == sorted(now - kept), created
     requested = [e for e in h.events(demo, stack) if (e['reason'] or '')
@@ -93,13 +98,14 @@ def test_a_failure_during_our_update_joins_the_next_at_once(
                                   recovery=RECREATE)
     first = targets['workers/0']['server_id']
     second = targets['workers/1']['server_id']
+    group = h.holder(demo, stack, 'workers/0')
     assert admin.inject_fault(first, 'crash_to_error').status_code == 200
-    demo.wait_for(lambda: h.stack_status(demo, stack) ==
+    demo.wait_for(lambda: h.stack_status(demo, group) ==
                   'UPDATE_IN_PROGRESS', 'our first update running',
                   timeout=60, interval=0.2)
     assert admin.inject_fault(second, 'crash_to_error').status_code == 200
     _wait_all_replaced(demo, stack, [first, second], 5)
-    updates = _updates(demo, stack)
+    updates = _updates(demo, group)
     assert [e['resource_status'] for e in updates] == [
         'UPDATE_IN_PROGRESS', 'UPDATE_COMPLETE',
         'UPDATE_IN_PROGRESS', 'UPDATE_COMPLETE'], updates

@@ -57,10 +57,13 @@ def test_error_is_recreated_with_a_new_id(demo, admin, stacks):
                              timeout=120)
     assert healed['workers/1']['server_id'] == targets['workers/1'][
         'server_id']
-    # The new server may serve before Heat ends the stack's update.
-    demo.wait_for(lambda: h.stack_status(demo, stack) != 'UPDATE_IN_PROGRESS',
+    # The new server may serve before Heat ends the update of the group's
+    # stack (only it is updated: the root is left as it was).
+    group = h.holder(demo, stack, 'workers/0')
+    demo.wait_for(lambda: h.stack_status(demo, group) != 'UPDATE_IN_PROGRESS',
                   'the update by recovery ended', timeout=60)
-    assert h.stack_status(demo, stack) == 'UPDATE_COMPLETE'
+    assert h.stack_status(demo, group) == 'UPDATE_COMPLETE'
+    assert h.stack_status(demo, stack) == 'CREATE_COMPLETE'
     # Exactly one replacement was made.
     replaced = [e for e in h.events(demo, stack)
                 if e['reason'] and 'replaced by' in e['reason']]

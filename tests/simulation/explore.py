@@ -122,8 +122,11 @@ def policy_shape(rnd):
               'recovery': recovery}
     kwargs = dict(policy=policy, servers=rnd.randint(2, 6),
                   pool=rnd.random() < 0.7,
-                  policies=1 if rnd.random() < 0.8 else 2,
-                  nested=rnd.random() < 0.7, weight=rnd.randint(1, 9))
+                  policies=1 if rnd.random() < 0.8 else 2)
+    # A group of template members (one stack each), a group, flat.
+    shape = rnd.random()
+    kwargs.update(nested='members' if shape < 0.3 else shape < 0.7,
+                  weight=rnd.randint(1, 9))
     limit = rnd.choice([1, 2, 10])
     kwargs['shared'] = rnd.random() < 0.3
     return kwargs, limit
@@ -135,9 +138,10 @@ def _describe(kwargs, engines, limit):
     names = ('/'.join(a['name'] + (' ' + a['params']['type']
                                    if a.get('params') else '')
                       for a in ladder) if ladder else 'state-aware')
-    return ('%d engines, %d policies of %d servers, %s, ladder %s%s, '
+    return ('%d engines, %d policies of %d servers%s, %s, ladder %s%s, '
             'max_concurrent %d, limit %d%s' % (
                 engines, kwargs['policies'], kwargs['servers'],
+                ' (a stack each)' if kwargs['nested'] == 'members' else '',
                 'pool' if kwargs['pool'] else 'no pool', names,
                 ', fencing' if recovery.get('fencing') else '',
                 recovery['max_concurrent'], limit,

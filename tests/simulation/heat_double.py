@@ -9,13 +9,16 @@ stack is suspended), with Heat 27's behaviour (reference/heat-internals.md §8):
 
 * marking waits for no one: it is refused (ActionInProgress) while a stack
   action holds the stack, and for a resource being deleted;
-* an update with ``existing`` is refused here unless the stack is
-  ``*_COMPLETE`` and not suspended, as HeatReplacer refuses it; it takes
-  virtual time; every CHECK_FAILED server resource of the tree is replaced
+* an update with ``existing`` is refused here unless the stack and
+  every stack above it are ``*_COMPLETE`` and not suspended, as
+  HeatReplacer refuses it; recovery updates the stack that holds the
+  resource (``update_own``, the default) or the root; it takes virtual
+  time; every CHECK_FAILED server resource of its tree is replaced
   by a new server (created first, the old one deleted when the update
   completes), and the load balancer's member follows the new server;
 * any update replaces CHECK_FAILED servers, a user's too; a second update
-  while one runs supersedes it (convergence): the replacements go on;
+  of a stack, or of a stack above it, while one runs supersedes it
+  (convergence): the replacements go on;
 * suspend and resume stop and start the servers through Nova.
 
 Faults: any call can raise (``faults``), before or after its effect (an
@@ -35,6 +38,8 @@ from tests.simulation import faults as faults_mod
 
 SERVER, GROUP, LOAD_BALANCER = ('OS::Nova::Server', 'OS::Heat::ResourceGroup',
                                 'OS::Heat::LoadBalancer')
+# A group member made from a template of its own (server, port, ...).
+MEMBER = 'member.yaml'
 # Virtual seconds of a stack update, a suspend and a resume.
 UPDATE_SECONDS = 10
 SUSPEND_SECONDS = 4
@@ -43,8 +48,9 @@ IMAGE = 'img-0001'
 Mark = collections.namedtuple('Mark', ['at', 'stack_id', 'resource_name',
                                        'physical_id', 'source', 'reason'])
 UpdateRequest = collections.namedtuple('UpdateRequest', [
-    'at', 'stack_id', 'kind', 'superseded', 'marked'])
-"""``marked``: the places CHECK_FAILED it set out to replace."""
+    'at', 'stack_id', 'kind', 'superseded', 'marked', 'root_id'])
+"""``stack_id``: the stack updated (its tree); ``marked``: the places
+CHECK_FAILED it set out to replace."""
 Replacement = collections.namedtuple('Replacement', [
     'at', 'stack_id', 'resource_name', 'old', 'new', 'outcome'])
 Event = collections.namedtuple('Event', ['at', 'stack_id', 'resource_name',
@@ -113,7 +119,9 @@ class HeatDouble(object):
         # passes): its swaps wait in ``lagging`` until ``follow_now``.
         self.follow_lags = False
         self.lagging = []            # [(root id, old, new)]
-        self._ops = {}               # root stack id -> _Operation
+        self._ops = {}               # stack id -> _Operation
+        # replacement_update_stack = own: the stack holding the resource.
+        self.update_own = True
         self._addresses = 0
 
     # Building the world
@@ -131,11 +139,13 @@ class HeatDouble(object):
         return server_id, address
 
     def create_stack(self, name, servers, nested=True, pool=True,
-                     weight=1):
+                     weight=1, members=False):
         """A stack of ``servers`` servers; returns (root id, targets).
 
         Nested: a ResourceGroup ``group`` whose nested stack holds
-        resources '0', '1'...; flat: resources 'server-0'... in the root.
+        resources '0', '1'... (with ``members``, each a template resource
+        whose own stack holds the server ``server``); flat: resources
+        'server-0'... in the root.
         With a pool, an OS::Heat::LoadBalancer puts every server in one
         Octavia pool, at ``weight``.
         """
@@ -151,7 +161,11 @@ class HeatDouble(object):
             holder = root
             names = ['server-%d' % i for i in range(servers)]
             targets = list(names)
-        made = [self._server(holder, n) for n in names]
+        if nested and members:
+            made = [self._server(self._member(holder, n), 'server')
+                    for n in names]
+        else:
+            made = [self._server(holder, n) for n in names]
         if pool:
             lb_id, pool_id = 'lb-%s' % name, 'pool-%s' % name
             self.octavia.add_pool(lb_id, pool_id)
@@ -172,6 +186,14 @@ class HeatDouble(object):
                                         'member_id': ids[address]}
                             for server_id, address in made}}]
         return root.id, targets
+
+    def _member(self, group, name):
+        member = Stack('%s-%s' % (group.id, name),
+                       '%s-%s' % (group.name, name), owner_id=group.id,
+                       parent=name)
+        self.stacks[member.id] = member
+        group.resources[name] = Resource(name, MEMBER, member.id)
+        return member
 
     def alias_stack(self, name, server_ids):
         """A stack whose server resources hold servers of another stack.
@@ -197,7 +219,8 @@ class HeatDouble(object):
             for rsrc in stack.resources.values():
                 if rsrc.type == SERVER:
                     found.append((stack, rsrc, prefix + rsrc.name))
-                elif rsrc.type == GROUP and rsrc.physical_id in self.stacks:
+                elif rsrc.type in (GROUP, MEMBER) and \
+                        rsrc.physical_id in self.stacks:
                     walk(self.stacks[rsrc.physical_id],
                          prefix + rsrc.name + '/')
         walk(self.stacks[root_id], '')
@@ -244,27 +267,43 @@ class HeatDouble(object):
                 del self._ops[root_id]
                 getattr(self, '_finish_' + op.kind)(root_id, op)
 
-    def _set_tree(self, root_id, action, status):
+    def _set_tree(self, top_id, action, status):
         for stack in self.stacks.values():
-            if stack.id == root_id or self._root_of(stack.id) == root_id:
+            if top_id in self._chain(stack.id):
                 stack.action, stack.status = action, status
 
+    def _chain(self, stack_id):
+        """The ids of the stack and of every stack above it, root last."""
+        chain = [stack_id]
+        while self.stacks[chain[-1]].owner_id is not None:
+            chain.append(self.stacks[chain[-1]].owner_id)
+        return chain
+
     def _root_of(self, stack_id):
-        stack = self.stacks[stack_id]
-        while stack.owner_id is not None:
-            stack = self.stacks[stack.owner_id]
-        return stack.id
+        return self._chain(stack_id)[-1]
+
+    def _acting_on(self, stack_id):
+        """A stack acting on this one (itself or one above), or None."""
+        for key in self._chain(stack_id):
+            if self.stacks[key].status == 'IN_PROGRESS':
+                return self.stacks[key]
+        return None
 
     # Updates
 
-    def _start_update(self, root_id, kind, seconds=None, busy=()):
+    def _start_update(self, top_id, kind, seconds=None, busy=()):
         now = self._clock()
-        previous = self._ops.get(root_id)
-        superseded = previous is not None and previous.kind == 'update'
-        replacing = dict(previous.replacing) if superseded else {}
-        touched = set(previous.busy) if superseded else set()
+        # Updates of this stack or of stacks below it are superseded.
+        previous = [key for key, op in self._ops.items()
+                    if op.kind == 'update' and top_id in self._chain(key)]
+        superseded = bool(previous)
+        replacing, touched = {}, set()
+        for key in previous:
+            op = self._ops.pop(key)
+            replacing.update(op.replacing)
+            touched |= op.busy
         marked = []
-        for stack, rsrc, _path in self._tree(root_id):
+        for stack, rsrc, _path in self._tree(top_id):
             if rsrc.state != ('CHECK', 'FAILED'):
                 continue
             marked.append((stack.id, rsrc.name))
@@ -280,15 +319,16 @@ class HeatDouble(object):
             if place not in replacing:
                 rsrc.action, rsrc.status = 'UPDATE', 'IN_PROGRESS'
                 touched.add(place)
-        self._set_tree(root_id, 'UPDATE', 'IN_PROGRESS')
-        self._ops[root_id] = _Operation(
+        self._set_tree(top_id, 'UPDATE', 'IN_PROGRESS')
+        self._ops[top_id] = _Operation(
             'update', now + datetime.timedelta(
                 seconds=self.update_seconds if seconds is None else seconds),
             touched, replacing)
-        self.updates.append(UpdateRequest(now, root_id, kind, superseded,
-                                          tuple(marked)))
+        self.updates.append(UpdateRequest(now, top_id, kind, superseded,
+                                          tuple(marked),
+                                          self._root_of(top_id)))
 
-    def _finish_update(self, root_id, op):
+    def _finish_update(self, top_id, op):
         failed = False
         for (stack_id, name), old in sorted(op.replacing.items()):
             rsrc = self.stacks[stack_id].resources[name]
@@ -302,7 +342,7 @@ class HeatDouble(object):
                 rsrc.action, rsrc.status = 'CREATE', 'COMPLETE'
                 rsrc.reason = ''
                 self.nova.delete_now(old)
-                self._follow(root_id, old, rsrc.physical_id)
+                self._follow(self._root_of(top_id), old, rsrc.physical_id)
                 outcome = 'replaced'
             self.replacements.append(Replacement(
                 self._clock(), stack_id, name, old, rsrc.physical_id,
@@ -311,7 +351,7 @@ class HeatDouble(object):
             rsrc = self.stacks[stack_id].resources[name]
             if rsrc.status == 'IN_PROGRESS':
                 rsrc.action, rsrc.status = 'UPDATE', 'COMPLETE'
-        self._set_tree(root_id, 'UPDATE', 'FAILED' if failed else 'COMPLETE')
+        self._set_tree(top_id, 'UPDATE', 'FAILED' if failed else 'COMPLETE')
 
     def follow_now(self):
         """The lagging pool follower catches up with every replacement."""
@@ -433,10 +473,10 @@ class HeatDouble(object):
         if server_id is not None and rsrc.physical_id != server_id:
             raise heat_replace.ServerMoved('Resource %s holds %s, not %s' % (
                 resource_name, rsrc.physical_id, server_id))
-        root = self.stacks[self._root_of(stack_id)]
-        if root.status == 'IN_PROGRESS':
-            raise heat_exc.ActionInProgress(stack_name=root.name,
-                                            action=root.action)
+        acting = self._acting_on(stack_id)
+        if acting is not None:
+            raise heat_exc.ActionInProgress(stack_name=acting.name,
+                                            action=acting.action)
         if rsrc.type != SERVER:
             raise heat_replace.NotActionable(
                 'Resource %s of stack %s has a nested stack' % (
@@ -454,14 +494,14 @@ class HeatDouble(object):
         """As HeatReplacer.clear_mark: back from CHECK_FAILED, once."""
         self._enter('clear_mark', stack_id)
         stack, rsrc = self._resource(stack_id, resource_name)
-        root = self.stacks[self._root_of(stack_id)]
         if rsrc.physical_id != server_id or (
                 rsrc.action, rsrc.status) != ('CHECK', 'FAILED'):
             self._leave('clear_mark', stack_id)
             return False
-        if root.status == 'IN_PROGRESS':
-            raise heat_exc.ActionInProgress(stack_name=root.name,
-                                            action=root.action)
+        acting = self._acting_on(stack_id)
+        if acting is not None:
+            raise heat_exc.ActionInProgress(stack_name=acting.name,
+                                            action=acting.action)
         rsrc.action, rsrc.status, rsrc.reason = 'CHECK', 'COMPLETE', reason
         self.unmarks.append(Mark(self._clock(), stack_id, resource_name,
                                  rsrc.physical_id, 'recovery', reason))
@@ -470,20 +510,21 @@ class HeatDouble(object):
 
     def stack_to_update(self, root_stack_id, stack_id, resource_name):
         self._resource(stack_id, resource_name)
-        return self._stack(root_stack_id).id
+        return (stack_id if self.update_own
+                else self._stack(root_stack_id).id)
 
     def update_target(self, root_stack_id, stack_id, resource_name):
         self._enter('update_target', root_stack_id)
-        self._resource(stack_id, resource_name)
-        root = self._stack(root_stack_id)
-        state = '%s_%s' % (root.action, root.status)
-        if (root.status != 'COMPLETE' or
-                root.action not in heat_replace.UPDATABLE_ACTIONS):
-            raise heat_replace.NotActionable(
-                'Stack %s (%s) is %s' % (root.name, root.id, state))
-        self._start_update(root_stack_id, 'recovery')
+        top_id = self.stack_to_update(root_stack_id, stack_id, resource_name)
+        for key in self._chain(top_id):
+            stack = self.stacks[key]
+            if (stack.status != 'COMPLETE' or
+                    stack.action not in heat_replace.UPDATABLE_ACTIONS):
+                raise heat_replace.NotActionable('Stack %s (%s) is %s_%s' % (
+                    stack.name, stack.id, stack.action, stack.status))
+        self._start_update(top_id, 'recovery')
         self._leave('update_target', root_stack_id)
-        return root_stack_id
+        return top_id
 
     def replaced(self, stack_id, resource_name, old_physical_id):
         now = self.resource(stack_id, resource_name)

@@ -564,7 +564,7 @@ class Checker(object):
             if update.kind != 'recovery':
                 continue
             policy = [p for p in self.w.policies
-                      if p.stack_id == update.stack_id][0]
+                      if p.stack_id == update.root_id][0]
             found += self._forbidden(policy.id, 'stack update of %s' %
                                      update.stack_id)
             if not self._allowed(policy.id, 'RECREATE'):

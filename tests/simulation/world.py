@@ -101,7 +101,8 @@ class World(object):
     :param pool: put each stack's servers behind an Octavia pool.
     :param policies: how many policies, each with a stack of its own.
     :param nested: servers in a ResourceGroup's nested stack (path
-        ``group/N``), else in the root stack.
+        ``group/N``), or ``'members'``: each in a group member's stack of
+        its own (path ``group/N/server``), else in the root stack.
     :param drain_sleep: ``advance`` (a virtual sleep moves the clock) or
         ``raise`` (WouldBlock: the step cannot wait).
     :param shared: every policy also checks its servers' poll URLs (each
@@ -162,7 +163,8 @@ class World(object):
 
     def _add_policy(self, index, overrides, servers, pool, nested, weight):
         stack_id, names = self.heat.create_stack(
-            'p%d' % index, servers, nested=nested, pool=pool, weight=weight)
+            'p%d' % index, servers, nested=bool(nested), pool=pool,
+            weight=weight, members=nested == 'members')
         spec = _merged(overrides)
         enabled = bool(spec.pop('enabled', True))
         spec['targets'] = names

@@ -332,8 +332,20 @@ class TestUpdateTarget(ReplacerTestCase):
         self.assertEqual(('atrust', 'owner-id'),
                          (ctxt.trust_id, ctxt.trustor_user_id))
 
-    def test_resource_group_member_updates_the_root(self):
+    def test_resource_group_member_updates_its_own_stack(self):
         group = self._group('rg')
+        self.assertEqual(group.id, self.replacer.update_target(
+            self.root.id, group.id, '0'))
+        self._updated(group)
+        self.assertEqual(group.id, self.replacer.stack_to_update(
+            self.root.id, group.id, '0'))
+
+    def test_resource_group_member_updates_the_root_if_so_set(self):
+        self.replacer = heat_replace.HeatReplacer(
+            'health-engine-1', update_stack=heat_replace.ROOT)
+        group = self._group('rg')
+        self.assertEqual(self.root.id, self.replacer.stack_to_update(
+            self.root.id, group.id, '0'))
         self.assertEqual(self.root.id, self.replacer.update_target(
             self.root.id, group.id, '0'))
         self._updated(self.root)
@@ -352,7 +364,9 @@ class TestUpdateTarget(ReplacerTestCase):
                 self.root.id, group.id, '1'))
             self._updated(group)
 
-    def test_asg_with_desired_capacity_updates_the_root(self):
+    def test_asg_with_desired_capacity_updates_the_root_if_so_set(self):
+        self.replacer = heat_replace.HeatReplacer(
+            'health-engine-1', update_stack=heat_replace.ROOT)
         for name in ('asg_sized', 'aws_asg_sized'):
             self.update.reset_mock()
             group = self._group(name)

@@ -1,5 +1,6 @@
 """The recovery loop's exactly-once rules for a RECREATE under way."""
 
+import threading
 import types
 import unittest
 from unittest import mock
@@ -19,6 +20,7 @@ class FakeReplacer(object):
     def __init__(self, status=('UPDATE', 'COMPLETE'), replaced=False,
                  resource=('CHECK', 'FAILED'), holds='old'):
         self.status = status
+        self.statuses = {}      # stack id -> its own status
         self.is_replaced = replaced
         self.holds = holds
         self.state = resource
@@ -26,7 +28,7 @@ class FakeReplacer(object):
         self.marks = []
 
     def stack_status(self, stack_id):
-        return self.status
+        return self.statuses.get(stack_id, self.status)
 
     def replaced(self, stack_id, name, old):
         return self.is_replaced
@@ -42,11 +44,12 @@ class FakeReplacer(object):
         return server_id
 
     def stack_to_update(self, root, stack_id, name):
-        return root
+        # replacement_update_stack = own: the stack holding the resource.
+        return stack_id
 
     def update_target(self, root, stack_id, name):
-        self.updates.append(root)
-        return root
+        self.updates.append(stack_id)
+        return stack_id
 
     def record_event(self, *args, **kwargs):
         pass
@@ -81,9 +84,9 @@ def _policy():
         }))
 
 
-def _target(stage, index=0, **recovery):
+def _target(stage, index=0, stack_id='nested', **recovery):
     return types.SimpleNamespace(
-        id=index + 1, server_id='old', stack_id='nested',
+        id=index + 1, server_id='old', stack_id=stack_id,
         resource_name=str(index), path='g/%d' % index,
         state=states.RECOVERING, reason='down',
         recovery=dict(recovery, action='RECREATE', stage=stage,
@@ -139,12 +142,12 @@ class RecreateTest(unittest.TestCase):
         self.assertEqual('marked', target.recovery['stage'])
         self.assertEqual([], replacer.updates)
         self._replace(target)
-        self.assertEqual(['root'], replacer.updates)
+        self.assertEqual(['nested'], replacer.updates)
         self.assertEqual(2, target.recovery['updates'])
         # The next pass while heat-engine works: nothing more.
         replacer.status = ('UPDATE', 'IN_PROGRESS')
         self._advance(target)
-        self.assertEqual(['root'], replacer.updates)
+        self.assertEqual(['nested'], replacer.updates)
 
     def test_a_superseded_update_is_asked_again_then_given_up(self):
         replacer = FakeReplacer()
@@ -166,16 +169,16 @@ class RecreateTest(unittest.TestCase):
         self._advance(target)           # the update is not its own
         self.assertEqual([], replacer.updates)
         self._replace(target)
-        self.assertEqual(['root'], replacer.updates)
+        self.assertEqual(['nested'], replacer.updates)
         self.assertEqual('updating', target.recovery['stage'])
-        self.assertEqual('root', target.recovery['updated_stack'])
+        self.assertEqual('nested', target.recovery['updated_stack'])
 
     def test_every_marked_target_of_a_stack_shares_one_update(self):
         replacer = FakeReplacer()
         self.recovery = self._loop(replacer)
         targets = [_target('marked', index=i) for i in range(3)]
         self._replace(*targets)
-        self.assertEqual(['root'], replacer.updates)
+        self.assertEqual(['nested'], replacer.updates)
         self.assertEqual(['updating'] * 3,
                          [t.recovery['stage'] for t in targets])
         self.assertEqual([1, 1, 1], [t.recovery['updates'] for t in targets])
@@ -194,7 +197,7 @@ class RecreateTest(unittest.TestCase):
             return store(target, *args, **kwargs)
         self.tracker.store_step = second_fails
         self._replace(*targets)
-        self.assertEqual(['root'], replacer.updates)
+        self.assertEqual(['nested'], replacer.updates)
         self.assertEqual(['updating', 'marked'],
                          [t.recovery['stage'] for t in targets])
 
@@ -206,9 +209,72 @@ class RecreateTest(unittest.TestCase):
         self.assertEqual([], replacer.updates)
         self.assertEqual('marked', target.recovery['stage'])
 
+    def test_targets_of_two_stacks_are_replaced_by_an_update_of_each(self):
+        replacer = FakeReplacer()
+        self.recovery = self._loop(replacer)
+        targets = [_target('marked', index=i, stack_id='member-%d' % (i % 2))
+                   for i in range(3)]
+        self._replace(*targets)
+        self.assertEqual(['member-0', 'member-1'], replacer.updates)
+        self.assertEqual(['member-0', 'member-1', 'member-0'],
+                         [t.recovery['updated_stack'] for t in targets])
+        reasons = [step[2] for step in self.tracker.steps]
+        self.assertIn('with 1 other (old, old)', reasons[0])
+        self.assertNotIn('other', reasons[2])
+
+    def test_a_stack_still_updating_holds_only_its_own_targets(self):
+        replacer = FakeReplacer()
+        replacer.statuses['member-0'] = ('UPDATE', 'IN_PROGRESS')
+        self.recovery = self._loop(replacer)
+        targets = [_target('marked', index=i, stack_id='member-%d' % i)
+                   for i in range(2)]
+        self._replace(*targets)
+        self.assertEqual(['member-1'], replacer.updates)
+        self.assertEqual(['marked', 'updating'],
+                         [t.recovery['stage'] for t in targets])
+
+    def test_updating_without_the_stack_stored_watches_its_own_stack(self):
+        # Stored updating, then the engine stopped before the answer: the
+        # update it asked for runs on the member's stack, not the root.
+        replacer = FakeReplacer()
+        replacer.statuses['nested'] = ('UPDATE', 'IN_PROGRESS')
+        self.recovery = self._loop(replacer)
+        target = _target('updating', updates=1)
+        self._advance(target)
+        self.assertEqual('updating', target.recovery['stage'])
+        self.assertEqual([], replacer.updates)
+
     def test_a_resource_holding_another_server_is_not_marked(self):
         replacer = FakeReplacer(holds='new')
         self.recovery = self._loop(replacer)
         self._advance(_target('intent'))
         self.assertEqual([], replacer.marks)
         self.assertEqual([], replacer.updates)
+
+
+class WakeTest(unittest.TestCase):
+    """A failure is gathered with others before a pass; a mark is not."""
+
+    def setUp(self):
+        tracker = FakeTracker()
+        tracker.policies = lambda: []
+        self.recovery = loop.RecoveryLoop('engine', tracker, FakeReplacer(),
+                                          actions=lambda stack_id: None,
+                                          conf=cfg.CONF)
+        self.recovery._tick = 60
+        self.passes = threading.Semaphore(0)
+        self.recovery.run_once = self.passes.release
+        patcher = mock.patch.object(loop, 'GATHER_SECONDS', 5)
+        patcher.start()
+        self.addCleanup(patcher.stop)
+        self.recovery.start()
+        self.addCleanup(self.recovery.stop)
+
+    def test_a_mark_wakes_a_pass_at_once(self):
+        self.recovery.wake(gather=False)
+        self.assertTrue(self.passes.acquire(timeout=2))
+
+    def test_a_failure_waits_for_others_first(self):
+        self.recovery.wake()
+        self.assertFalse(self.passes.acquire(timeout=1))
+        self.assertTrue(self.passes.acquire(timeout=10))

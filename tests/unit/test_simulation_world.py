@@ -7,6 +7,7 @@ from heat_health.db import api as db_api
 from heat_health.engine.recovery import nova_actions
 from heat_health.engine import report
 from tests.simulation import faults
+from tests.simulation import heat_double
 from tests.simulation import invariants
 
 GRACE = 20
@@ -247,8 +248,9 @@ def test_a_drain_is_carried_on_by_the_engine_that_takes_over(make_world):
     assert [a.action for a in w.accepted()] == ['start']
 
 
-def _recreating_world(make_world, engines=1, servers=10):
+def _recreating_world(make_world, engines=1, servers=10, nested=True):
     w = make_world(engines=engines, servers=servers, pool=True,
+                   nested=nested,
                    policy={'recovery': {'actions': [{'name': 'RECREATE'}],
                                         'max_concurrent': servers}})
     for engine in w.engines:
@@ -270,6 +272,28 @@ def test_servers_lost_together_are_replaced_by_one_update(make_world):
     assert sorted(p[1] for p in updates[0].marked) == ['0', '1', '2']
     assert sorted(r.old for r in w.heat.replacements) == sorted(olds)
     assert w.engines[0].errors == []
+
+
+def test_members_of_a_stack_each_are_replaced_side_by_side(make_world):
+    # Template members: each server's own stack is updated, all at once,
+    # none waiting for another's update; the root is never updated.
+    w = _recreating_world(make_world, engines=2, nested='members')
+    olds = [w.server_id(i) for i in range(3)]
+    for index in range(3):
+        w.break_server(index, 'ERROR')
+    w.run_until(lambda: all(w.state(i) == 'HEALTHY' and
+                            w.server_id(i) != olds[i] for i in range(3)) and
+                len(w.heat.replacements) == 3)
+    updates = [u for u in w.heat.updates if u.kind == 'recovery']
+    assert len({u.stack_id for u in updates}) == 3, updates
+    assert w.policies[0].stack_id not in {u.stack_id for u in updates}
+    assert all(len(u.marked) == 1 for u in updates), updates
+    # Asked for within the same seconds, not one after another's end.
+    assert (max(u.at for u in updates) -
+            min(u.at for u in updates)).total_seconds() < \
+        heat_double.UPDATE_SECONDS
+    assert sorted(r.old for r in w.heat.replacements) == sorted(olds)
+    assert all(e.errors == [] for e in w.engines)
 
 
 def test_a_failure_during_our_update_joins_the_next_at_once(make_world):

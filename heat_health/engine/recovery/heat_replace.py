@@ -29,6 +29,7 @@ from heat.engine import stack as parser
 from heat.objects import stack as stack_object
 from heat.rpc import api as heat_rpc_api
 from heat.rpc import client as rpc_client
+from oslo_config import cfg
 from oslo_log import log as logging
 
 from heat_health.engine import endpoint
@@ -38,6 +39,9 @@ LOG = logging.getLogger(__name__)
 # Seconds a stack's stored context, and with it one trust-scoped token for
 # Nova and Octavia alike, is kept.
 CONTEXT_SECONDS = 600
+
+# replacement_update_stack: the stack holding the resource, or the root.
+OWN, ROOT = 'own', 'root'
 
 # Recorded with a marking made by recovery (the API's is rpc_api.SOURCE_API).
 SOURCE_RECOVERY = 'recovery'
@@ -128,8 +132,11 @@ class HeatReplacer(object):
         probes under: Heat's locks taken while marking are held under it.
     """
 
-    def __init__(self, engine_id, clock=time.monotonic):
+    def __init__(self, engine_id, clock=time.monotonic, update_stack=None):
         self.engine_id = engine_id
+        self._update_own = (
+            update_stack or
+            cfg.CONF.heat_health.replacement_update_stack) == OWN
         self._engine_client = None
         self._clock = clock
         self._contexts = {}   # stack id -> (stored context, expiry)
@@ -255,9 +262,23 @@ class HeatReplacer(object):
             return root, root
         holder = _stack_row(ctxt, stack_id)
         _current_row(ctxt, holder, resource_name)
-        if self._group_sized_by_members(ctxt, holder):
+        if self._update_own or self._group_sized_by_members(ctxt, holder):
             return root, holder
         return root, root
+
+    @staticmethod
+    def _refuse_unless_tree_updatable(ctxt, root, stack):
+        """NotActionable unless it and every stack above are updatable.
+
+        An action above reaches ``stack`` too (a user's update, a
+        scaling signal): ours would supersede it, or be superseded; and a
+        stack the user suspended, or whose last action failed, is left
+        alone down to its leaves, as a root update would leave it.
+        """
+        _refuse_unless_updatable(stack)
+        while stack.id != root.id and stack.owner_id is not None:
+            stack = _stack_row(ctxt, stack.owner_id)
+            _refuse_unless_updatable(stack)
 
     def stack_to_update(self, root_stack_id, stack_id, resource_name):
         """The id of the stack update_target would update for the resource.
@@ -273,25 +294,24 @@ class HeatReplacer(object):
         heat-engine runs the update (over its RPC, as the stack's owner
         with its stored context), which replaces the CHECK_FAILED resource
         ``resource_name`` of ``stack_id``. The stack updated is
+        ``stack_id`` itself (``replacement_update_stack = own``), or
         ``root_stack_id`` (nested stacks always update, so the member is
-        reached at any depth), except the nested stack of an
+        reached at any depth) except for the nested stack of an
         AutoScalingGroup without a desired capacity, which is updated
         itself so the group keeps its size.
 
-        Raises NotActionable when the stack to update (or the root, while
-        an action runs on it) is not in a *_COMPLETE state Heat updates
-        as the user left it; heat-engine's own errors come back as Heat's
-        exceptions (e.g. ActionInProgress); AuthorizationFailure when the
-        stored context cannot be sent (no [trustee] credentials, trust
-        gone). In convergence a concurrent update may still supersede
-        this one: confirm with replaced().
+        Raises NotActionable when the stack to update, or one above it,
+        is not in a *_COMPLETE state Heat updates as the user left it;
+        heat-engine's own errors come back as Heat's exceptions (e.g.
+        ActionInProgress); AuthorizationFailure when the stored context
+        cannot be sent (no [trustee] credentials, trust gone). In
+        convergence a concurrent update may still supersede this one:
+        confirm with replaced().
         """
         ctxt = _reader()
         root, target = self._rows_to_update(ctxt, root_stack_id, stack_id,
                                             resource_name)
-        if target is not root and root.status == parser.Stack.IN_PROGRESS:
-            _refuse_unless_updatable(root)
-        _refuse_unless_updatable(target)
+        self._refuse_unless_tree_updatable(ctxt, root, target)
         stack = parser.Stack.load(ctxt, stack=target, load_template=False)
         identity = dict(stack.identifier())
         LOG.info('Asking heat-engine to update stack %(stack)s (%(id)s) '

@@ -140,6 +140,7 @@ class RecoveryLoop(recreate.RecreateStages):
         # follower looks at once).
         self.on_update = None
         self._wake = threading.Event()
+        self._gather_next = False
         self._stopping = threading.Event()
         self._thread = None
 
@@ -157,15 +158,25 @@ class RecoveryLoop(recreate.RecreateStages):
             self._thread.join(timeout=30)
         self._pool.shutdown(wait=True, cancel_futures=True)
 
-    def wake(self):
-        """A target failed: decide soon (after the gathering pause)."""
+    def wake(self, gather=True):
+        """A pass soon.
+
+        :param gather: a target failed: pause GATHER_SECONDS first, so
+            failures that happen together are decided together; a stage
+            reached (a mark) has nothing to gather (the planner waits for
+            the marks on their way).
+        """
+        if gather:
+            self._gather_next = True
         self._wake.set()
 
     def _run(self):
         while not self._stopping.is_set():
             if self._wake.wait(self._pause()):
                 self._wake.clear()
-                self._stopping.wait(GATHER_SECONDS)
+                if self._gather_next:
+                    self._gather_next = False
+                    self._stopping.wait(GATHER_SECONDS)
             if self._stopping.is_set():
                 break
             try:

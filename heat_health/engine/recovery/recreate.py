@@ -11,6 +11,7 @@ without replacing. The registry's sync sees each new server and verifies
 it.
 """
 
+import collections
 import datetime
 
 from oslo_log import log as logging
@@ -61,7 +62,13 @@ class RecreateStages(object):
         if policy.spec.recovery.fence_compute and stage != FENCED:
             if not self._fence(policy, target, recovery, old, nova):
                 return
-        if self.replacer.stack_status(policy.stack_id)[1] == 'IN_PROGRESS':
+        try:
+            updated = self.replacer.stack_to_update(
+                policy.stack_id, target.stack_id, target.resource_name)
+        except Exception as e:
+            return self._failed(policy, target, 'its stack cannot be '
+                                'read: %s' % e)
+        if self.replacer.stack_status(updated)[1] == 'IN_PROGRESS':
             # Our update runs: marked once it ends, for the next one.
             return
         reason = 'RECREATE: %s' % (recovery.get('detected') or 'unhealthy')
@@ -142,15 +149,16 @@ class RecreateStages(object):
         """Marked: waits for the stack update it shares with the others."""
         recovery.update(stage=MARKED, marked_at=self._clock().isoformat())
         if self._store_stage(target, recovery, reason):
-            self.wake()
+            self.wake(gather=False)
 
     def _replace_marked(self, policy, step):
-        """One stack update for every target marked, each stored first.
+        """One stack update for the targets marked in each stack.
 
-        Each target stores ``updating`` (fenced) before heat-engine is
-        asked; one whose write failed waits for the next update. A target
-        whose holder stack is not the policy's (an AutoScalingGroup sized
-        by its members) gets its own update, one per such stack.
+        Targets are grouped by the stack whose update replaces them
+        (heat_replace.stack_to_update); a group whose stack is still
+        updating waits for the next pass. Each target stores ``updating``
+        (fenced) before heat-engine is asked; one whose write failed
+        waits for the next update.
         """
         held = self._not_now(policy)
         if held:
@@ -158,46 +166,60 @@ class RecreateStages(object):
                      '%(r)s', {'n': len(step.targets), 's': policy.stack_id,
                                'r': held})
             return
-        now = self._clock().isoformat()
-        olds = ', '.join(sorted(
-            (t.recovery or {}).get('old_server_id') or t.server_id
-            for t in step.targets))
-        batch = []
+        groups = collections.OrderedDict()   # stack to update -> targets
         for target in step.targets:
-            recovery = dict(target.recovery or {})
+            recovery = target.recovery or {}
             old = recovery.get('old_server_id') or target.server_id
-            if self.replacer.replaced(target.stack_id, target.resource_name,
-                                      old):
-                # Another update (a user's) replaced it meanwhile: the
-                # registry's next sync verifies the new server.
+            try:
+                if self.replacer.replaced(target.stack_id,
+                                          target.resource_name, old):
+                    # Another update (a user's) replaced it meanwhile:
+                    # the registry's next sync verifies the new server.
+                    continue
+                stack_id = self.replacer.stack_to_update(
+                    policy.stack_id, target.stack_id, target.resource_name)
+            except Exception as e:
+                self._failed(policy, target, 'heat-engine did not update '
+                             'the stack: %s' % e)
                 continue
             if recovery.get('updates', 0) >= MAX_UPDATES:
                 self._failed(policy, target, 'the update was superseded '
                              '%d times' % MAX_UPDATES)
                 continue
+            groups.setdefault(stack_id, []).append(target)
+        for stack_id, targets in groups.items():
+            if self.replacer.stack_status(stack_id)[1] == 'IN_PROGRESS':
+                LOG.info('Replacement of %(n)d servers waits for the '
+                         'update of stack %(s)s to end',
+                         {'n': len(targets), 's': stack_id})
+                continue
+            self._replace_together(policy, stack_id, targets)
+
+    def _replace_together(self, policy, stack_id, targets):
+        """Store ``updating`` for each target, then one update of stack_id."""
+        now = self._clock().isoformat()
+        olds = sorted((t.recovery or {}).get('old_server_id') or t.server_id
+                      for t in targets)
+        others = len(targets) - 1
+        batch = []
+        for target in targets:
+            recovery = dict(target.recovery or {})
+            old = recovery.get('old_server_id') or target.server_id
             recovery.update(stage=UPDATING, update_at=now,
                             updates=recovery.get('updates', 0) + 1)
-            others = len(step.targets) - 1
             reason = ('stack update (existing) requested to replace server '
                       '%s%s' % (old, ' with %d other%s (%s)' % (
-                          others, 's' if others > 1 else '', olds)
-                          if others else ''))
+                          others, 's' if others > 1 else '',
+                          ', '.join(olds)) if others else ''))
             if self._store_stage(target, recovery, reason):
                 batch.append((target, recovery))
-        asked = {}   # stack id -> the stack updated, None, or the error
+        if not batch:
+            return
+        try:
+            found = self._update(policy, batch[0][0])
+        except Exception as e:
+            found = e
         for target, recovery in batch:
-            try:
-                stack_id = self.replacer.stack_to_update(
-                    policy.stack_id, target.stack_id, target.resource_name)
-            except Exception as e:
-                stack_id = (target.stack_id, target.resource_name)
-                asked[stack_id] = e
-            if stack_id not in asked:
-                try:
-                    asked[stack_id] = self._update(policy, target)
-                except Exception as e:
-                    asked[stack_id] = e
-            found = asked[stack_id]
             if isinstance(found, Exception):
                 self._failed(policy, target, 'heat-engine did not update '
                              'the stack: %s' % found)
@@ -226,7 +248,9 @@ class RecreateStages(object):
                                   old):
             # Done: the registry's next sync verifies the new server.
             return
-        updated = recovery.get('updated_stack') or policy.stack_id
+        updated = recovery.get('updated_stack') or (
+            self.replacer.stack_to_update(policy.stack_id, target.stack_id,
+                                          target.resource_name))
         action, status = self.replacer.stack_status(updated)
         if status == 'IN_PROGRESS':
             return
