@@ -17,11 +17,13 @@ a server with an ``OS::Heat::LoadBalancerDeparture`` stops counting when
 Heat deletes that, before the server (``common.departures``).
 Passes follow each other every ``PASS_SECONDS``, and every
 ``BUSY_PASS_SECONDS`` while a stack action works on a load balancer's
-targets (a replacement waiting for its address, a departure being
-deleted, a scale-out): the pool changes as soon as the server does, not
-at the next pass. Recovery nudges the follower when it asks for a stack
-update. A pass that finds nothing changed asks neither Nova nor Octavia. The
-update is level-triggered and the same from any engine: engines place
+targets or any stack of their tree (a replacement waiting for its
+address, a departure being deleted, a scale-out): the pool changes as
+soon as the server does, not at the next pass. Recovery nudges the
+follower when it asks for a stack update, and passes come as often for
+``NUDGE_SECONDS`` after, before Heat shows the update. A pass that finds
+nothing changed asks neither Nova nor Octavia. The update is
+level-triggered and the same from any engine: engines place
 load balancers on the ring as they do policies, and a pass repeated by a
 second engine (no ring, or a ring that just moved) only costs one more
 listing, or a 409 that the next pass waits out.
@@ -49,6 +51,9 @@ PASS_SECONDS = 2.0
 # Seconds between two passes while a stack action works on the targets
 # of a load balancer this engine follows.
 BUSY_PASS_SECONDS = 0.25
+# Seconds of busy passes after a nudge: heat-engine answers an update
+# before its stacks show it.
+NUDGE_SECONDS = 5.0
 GONE = frozenset(['DELETED', 'SOFT_DELETED'])
 # Seconds a stack's Octavia client is kept (its token checked once).
 CLIENT_SECONDS = 600
@@ -116,6 +121,7 @@ class MemberFollower(object):
         self._clients = {}   # stack id -> (client, expiry)
         self._pending = set()  # resource ids whose batch Octavia applies
         self._busy = False     # a stack action works on followed targets
+        self._nudged = None    # when recovery last asked for an update
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread = None
@@ -127,6 +133,7 @@ class MemberFollower(object):
 
     def nudge(self):
         """A pool may change soon (a stack update was asked): look now."""
+        self._nudged = self._clock()
         self._wake.set()
 
     def stop(self):
@@ -141,11 +148,14 @@ class MemberFollower(object):
                 self.run_once()
             except Exception:
                 LOG.exception('Load balancer member pass failed; retrying')
-            self._wake.wait(BUSY_PASS_SECONDS if self._busy
+            nudged = self._nudged is not None and (
+                self._clock() < self._nudged + NUDGE_SECONDS)
+            self._wake.wait(BUSY_PASS_SECONDS if self._busy or nudged
                             else PASS_SECONDS)
             self._wake.clear()
 
     def run_once(self):
+        started = self._clock()
         ctxt = heat_context.get_admin_context()
         owned = [lb for lb in load_balancers(ctxt) if self._owns(lb.uuid)]
         leaving = departures.departing(ctxt) if owned else frozenset()
@@ -162,6 +172,9 @@ class MemberFollower(object):
                             '%(stack)s) not updated: %(ex)s',
                             {'name': lb.name, 'stack': lb.stack_id,
                              'ex': ex})
+        LOG.debug('Member pass over %(n)d load balancers in %(s).2f s '
+                  '(busy: %(busy)s)', {'n': len(owned), 'busy': self._busy,
+                                       's': self._clock() - started})
 
     def _client(self, stack_id):
         now = self._clock()
@@ -184,7 +197,7 @@ class MemberFollower(object):
         swap.
         """
         resolved = self._resolver.resolve(ctxt, [_Targets(lb)])[lb.uuid]
-        if resolved.busy:
+        if resolved.busy or resolved.updating:
             self._busy = True
         paths = {p['server_id']: p['path'] for p in resolved.places.values()
                  if p['server_id'] not in leaving}

@@ -47,7 +47,8 @@ Resolution = collections.namedtuple('Resolution', [
     'fingerprint',  # changes whenever a stack of the tree changes
     'unwatched',    # ((path, why), ...): named or nested resources that
                     #   hold a server id but are not watched
-], defaults=((),))
+    'updating',     # a stack of the tree has an action in progress
+], defaults=((), False))
 
 EXTERNAL = 'external_id'
 # Why a resource holding a server id is not a target.
@@ -225,7 +226,9 @@ class Resolver(object):
                 places=found, busy=frozenset(busy.intersection(found)),
                 suspended=bool(stack and stack.action in SUSPENDED_ACTIONS),
                 missing=[n for n in names if n not in present],
-                fingerprint=fingerprint, unwatched=tuple(unwatched))
+                fingerprint=fingerprint, unwatched=tuple(unwatched),
+                updating=any(stacks[s].status == IN_PROGRESS
+                             for s in visited))
         return result
 
 

@@ -124,15 +124,15 @@ def holder(demo, stack, path):
     """The nested stack (name, id) holding the resource at ``path``.
 
     The stack recovery updates to replace that resource's server
-    (``replacement_update_stack = own``). Heat's API looks stacks up by
-    id (a redirect to name/id).
+    (``replacement_update_stack = own``). Heat's API looks a stack up by
+    its id alone (a redirect to name/id), not its resources.
     """
     orchestration = demo.endpoint('orchestration')
     found = {'stack_name': stack['stack_name'], 'id': stack['id']}
     for name in path.split('/')[:-1]:
-        nested = demo.session.get('%s/stacks/%s/resources/%s' % (
-            orchestration, found['id'], name)).json()['resource'][
-                'physical_resource_id']
+        nested = demo.session.get('%s/stacks/%s/%s/resources/%s' % (
+            orchestration, found['stack_name'], found['id'],
+            name)).json()['resource']['physical_resource_id']
         shown = demo.session.get('%s/stacks/%s' % (
             orchestration, nested)).json()['stack']
         found = {'stack_name': shown['stack_name'], 'id': shown['id']}

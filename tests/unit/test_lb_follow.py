@@ -15,23 +15,26 @@ def _server(status, address=None):
 
 
 class FakeResolver(object):
-    def __init__(self, places, busy=()):
+    def __init__(self, places, busy=(), updating=False):
         self.places = places
         self.busy = frozenset(busy)
+        self.updating = updating
 
     def resolve(self, ctxt, policies):
         return {policies[0].id: types.SimpleNamespace(places={
             ('nested', path): {'server_id': server_id, 'path': path}
-            for server_id, path in self.places.items()}, busy=self.busy)}
+            for server_id, path in self.places.items()}, busy=self.busy,
+            updating=self.updating)}
 
 
 class WantedTest(unittest.TestCase):
 
-    def _wanted(self, places, servers, leaving=frozenset(), busy=()):
+    def _wanted(self, places, servers, leaving=frozenset(), busy=(),
+                updating=False):
         follower = self.follower = lb_follow.MemberFollower(
             octavia_client=None, list_servers=lambda ids: {
                 i: servers[i] for i in ids if i in servers})
-        follower._resolver = FakeResolver(places, busy)
+        follower._resolver = FakeResolver(places, busy, updating)
         lb = lb_follow.LoadBalancer(1, 'lb-uuid', 'stack', 'lb', {
             'subnet_cidr': CIDR, 'targets': ['web'],
             'members': {'old': {'member_id': 'm1', 'address': '10.0.1.5',
@@ -60,6 +63,9 @@ class WantedTest(unittest.TestCase):
         self._wanted(places, {'new': _server('BUILD')},
                      busy={('nested', 'web/0')})
         self.assertTrue(self.follower._busy)
+        # A stack of the tree updating, before its servers' rows show it.
+        self._wanted(places, {'new': _server('BUILD')}, updating=True)
+        self.assertTrue(self.follower._busy)
 
     def test_a_replaced_server_nova_no_longer_has_is_not_kept(self):
         places = {'new': 'web/0', 'other': 'web/1'}
@@ -81,3 +87,35 @@ class WantedTest(unittest.TestCase):
                                           'old': _server('ACTIVE')},
                                  leaving={'old'})
         self.assertEqual({'other': '10.0.1.6'}, wanted)
+
+
+class NudgeTest(unittest.TestCase):
+    """After recovery asked for an update, passes follow closely a while."""
+
+    def test_passes_follow_closely_for_a_while_after_a_nudge(self):
+        now = [100.0]
+        follower = lb_follow.MemberFollower(
+            octavia_client=None, list_servers=lambda ids: {},
+            clock=lambda: now[0])
+        waits = []
+
+        class Wake(object):
+            def wait(self, seconds):
+                waits.append(seconds)
+                now[0] += seconds
+                if len(waits) == 3:
+                    follower._stopping.set()
+
+            def set(self):
+                pass
+
+            def clear(self):
+                pass
+        follower._wake = Wake()
+        follower.run_once = lambda: None
+        follower.nudge()
+        now[0] += lb_follow.NUDGE_SECONDS - 0.3
+        follower._run()
+        self.assertEqual([lb_follow.BUSY_PASS_SECONDS,
+                          lb_follow.BUSY_PASS_SECONDS,
+                          lb_follow.PASS_SECONDS], waits)

@@ -221,6 +221,26 @@ class PlanTest(unittest.TestCase):
                             gather=0.5)
         self.assertEqual([], _kinds(plan))
 
+    def test_each_stack_has_its_own_update_by_stack(self):
+        targets = [self._recreating(0, 'marked', 0.1),
+                   self._recreating(1, 'marked', 0.1),
+                   self._recreating(2, 'marked', 0.1),
+                   self._recreating(3, 'fencing')]
+        for target, stack in zip(targets, ['m0', 'm1', 'm0', 'm1']):
+            target.stack_id = stack
+        policy = _policy({'max_concurrent': 5})
+        plan = planner.plan(policy, targets, NOW, gather=0.5, by_stack=True)
+        # m1's waits for 3, on its way to its mark; m0's does not.
+        self.assertEqual([('Advance', 3), ('ReplaceMarked', (0, 2))],
+                         _kinds(plan))
+        # One update of the policy's stack waits for 3 too.
+        plan = planner.plan(policy, targets, NOW, gather=0.5)
+        self.assertEqual([('Advance', 3)], _kinds(plan))
+        targets[3].recovery['stage'] = 'marked'
+        plan = planner.plan(policy, targets, NOW, gather=0.5, by_stack=True)
+        self.assertEqual([('ReplaceMarked', (0, 2)),
+                          ('ReplaceMarked', (1, 3))], _kinds(plan))
+
     def test_a_paused_policy_holds_its_marked_targets(self):
         policy = _policy()
         policy.paused = {'by': 'ops', 'at': NOW, 'reason': 'maintenance'}

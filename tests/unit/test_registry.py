@@ -468,11 +468,14 @@ class TargetResolutionTestCase(base.HeatHealthTestCase):
         policy = _policy('p1', self.stack.id, ['web', 'workers', 'gone'])
         self.registry.refresh_targets(policy)
         self.assertEqual(['gone'], self.registry.missing_targets(policy))
-        # A stack in progress does not make its targets busy ...
+        self.assertFalse(self.registry.resolution(policy).updating)
+        # A stack in progress does not make its targets busy, but says
+        # the tree is updating ...
         heat_db.stack_update(self.ctx, self.stack.id,
                              {'status': 'IN_PROGRESS'})
         self.registry.refresh_targets(policy)
         self.assertEqual(frozenset(), self.registry.resolution(policy).busy)
+        self.assertTrue(self.registry.resolution(policy).updating)
         # ... an action on the resource holding a server does, and only
         # that place.
         member = self._stacks[1]['0']

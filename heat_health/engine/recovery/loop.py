@@ -47,6 +47,7 @@ from oslo_utils import timeutils
 from heat_health.db import api as db_api
 from heat_health.engine.monitor import states
 from heat_health.engine import policy_spec
+from heat_health.engine.recovery import heat_replace
 from heat_health.engine.recovery import lb_drain
 from heat_health.engine.recovery import nova_actions
 from heat_health.engine.recovery import planner
@@ -128,6 +129,9 @@ class RecoveryLoop(recreate.RecreateStages):
             conf.heat_health.max_concurrent_recoveries_per_project)
         self._tick = conf.heat_health.monitor_tick
         self._gather = conf.heat_health.replacement_gather_seconds
+        # Each stack's marked servers have an update of their own.
+        self._by_stack = (conf.heat_health.replacement_update_stack ==
+                          heat_replace.OWN)
         self._pool = executor or concurrent.futures.ThreadPoolExecutor(
             max_workers=self._limit,
             thread_name_prefix='heat-health-recovery')
@@ -222,7 +226,8 @@ class RecoveryLoop(recreate.RecreateStages):
                                 self._nova_error(policy.id, now),
                                 project_room=project_room,
                                 project_cap=project_cap,
-                                gather=self._gather)
+                                gather=self._gather,
+                                by_stack=self._by_stack)
             self.timeline.brake(policy, plan.brake, now)
             for step in plan.steps:
                 if isinstance(step, planner.Hold):

@@ -39,7 +39,8 @@ Unmark = collections.namedtuple('Unmark', ['target'])
 Hold = collections.namedtuple('Hold', ['target', 'reason'])
 """A failed target not acted on now, and why (for the timeline)."""
 ReplaceMarked = collections.namedtuple('ReplaceMarked', ['targets'])
-"""One stack update replaces every server of the policy marked for it."""
+"""One stack update replaces the servers marked for it (the policy's, or,
+with ``by_stack``, those of one stack)."""
 
 # RECREATE's stages before its resource is marked, and once it is marked
 # and waits for the stack update (see recovery.recreate).
@@ -154,11 +155,15 @@ def _escalation(target):
 def _gathered(targets, marked, running, starting, now, gather):
     """Whether the marked targets' update may be asked for now.
 
-    At once when no other RECREATE of the stack is on its way to its
+    At once when no other RECREATE of their stack is on its way to its
     mark (deciding, fencing, marking); otherwise once the first marked
     target has waited ``gather`` seconds for them.
+
+    :param targets: the targets that share the marked ones' update.
+    :param starting: ids of targets whose recovery starts now.
     """
-    on_the_way = starting or any(t.id in running for t in targets) or any(
+    on_the_way = any(t.id in running or t.id in starting
+                     for t in targets) or any(
         t.state == states.RECOVERING and
         (t.recovery or {}).get('action') == 'RECREATE' and
         (t.recovery or {}).get('stage') in _MARKING for t in targets)
@@ -169,8 +174,28 @@ def _gathered(targets, marked, running, starting, now, gather):
     return now >= first + datetime.timedelta(seconds=gather)
 
 
+def _replacements(targets, marked, running, starting, now, gather,
+                  by_stack):
+    """A ReplaceMarked for each update the marked targets may have now.
+
+    :param by_stack: each stack holding marked resources has an update of
+        its own (``replacement_update_stack = own``); else one update of
+        the policy's stack replaces them all.
+    """
+    def key(target):
+        return target.stack_id if by_stack else None
+    shares = collections.defaultdict(list)
+    for target in targets:
+        shares[key(target)].append(target)
+    groups = collections.OrderedDict()
+    for target in marked:
+        groups.setdefault(key(target), []).append(target)
+    return [ReplaceMarked(tuple(group)) for k, group in groups.items()
+            if _gathered(shares[k], group, running, starting, now, gather)]
+
+
 def plan(policy, targets, now, running=(), engine_room=None, blind=None,
-         project_room=None, project_cap=None, gather=0.0):
+         project_room=None, project_cap=None, gather=0.0, by_stack=False):
     """The steps for one policy's targets now.
 
     :param policy: has ``spec`` (PolicySpec), ``busy`` (places a stack
@@ -187,6 +212,8 @@ def plan(policy, targets, now, running=(), engine_room=None, blind=None,
         policy's project (its share, ``project_cap``), None for no limit.
     :param gather: seconds a marked RECREATE waits for the others of its
         stack on their way to their mark, to share one stack update.
+    :param by_stack: the marked targets of each stack have an update of
+        their own (see ``_replacements``).
     """
     spec = policy.spec.recovery
     steps = []
@@ -275,8 +302,7 @@ def plan(policy, targets, now, running=(), engine_room=None, blind=None,
             step = (recovery.get('next_step', 0)
                     if recovery.get('stage') == 'escalate' else 0)
             steps.append(Start(target, step, done + 1, target.reason))
-    if marked and _gathered(targets, marked, running,
-                            any(isinstance(s, Start) for s in steps), now,
-                            gather):
-        steps.append(ReplaceMarked(tuple(marked)))
+    starting = {s.target.id for s in steps if isinstance(s, Start)}
+    steps += _replacements(targets, marked, running, starting, now, gather,
+                           by_stack)
     return Plan(braked, steps)
