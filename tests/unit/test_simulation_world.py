@@ -259,14 +259,20 @@ def _recreating_world(make_world, engines=1, servers=10, nested=True):
     return w
 
 
-def test_servers_lost_together_are_replaced_by_one_update(make_world):
-    w = _recreating_world(make_world)
+def _lose_three_and_heal(w):
+    """Servers 0-2 go ERROR; their old ids, once all three are replaced."""
     olds = [w.server_id(i) for i in range(3)]
     for index in range(3):
         w.break_server(index, 'ERROR')
     w.run_until(lambda: all(w.state(i) == 'HEALTHY' and
                             w.server_id(i) != olds[i] for i in range(3)) and
                 len(w.heat.replacements) == 3)
+    return olds
+
+
+def test_servers_lost_together_are_replaced_by_one_update(make_world):
+    w = _recreating_world(make_world)
+    olds = _lose_three_and_heal(w)
     updates = [u for u in w.heat.updates if u.kind == 'recovery']
     assert len(updates) == 1, updates
     assert sorted(p[1] for p in updates[0].marked) == ['0', '1', '2']
@@ -278,12 +284,7 @@ def test_members_of_a_stack_each_are_replaced_side_by_side(make_world):
     # Template members: each server's own stack is updated, all at once,
     # none waiting for another's update; the root is never updated.
     w = _recreating_world(make_world, engines=2, nested='members')
-    olds = [w.server_id(i) for i in range(3)]
-    for index in range(3):
-        w.break_server(index, 'ERROR')
-    w.run_until(lambda: all(w.state(i) == 'HEALTHY' and
-                            w.server_id(i) != olds[i] for i in range(3)) and
-                len(w.heat.replacements) == 3)
+    olds = _lose_three_and_heal(w)
     updates = [u for u in w.heat.updates if u.kind == 'recovery']
     assert len({u.stack_id for u in updates}) == 3, updates
     assert w.policies[0].stack_id not in {u.stack_id for u in updates}
