@@ -130,6 +130,33 @@ def plan(current, added, servers, protocol_port, subnet_id=None,
     return members
 
 
+def reweighted(current, protocol_port, weights):
+    """The pool's members as they are, but for ``weights``, or None.
+
+    A drain or a restore changes weights only: the member list is the one
+    the pool holds now, so a swap the pool follower made meanwhile is
+    never undone (a stale list would add a removed member back, or drop
+    a new one).
+
+    :param weights: {address: weight} for members on ``protocol_port``.
+    :returns: the list to send, or None when no weight changes.
+    """
+    members, changed = [], False
+    for member in current:
+        sent = {k: member[k] for k in SENT_FIELDS
+                if member.get(k) is not None}
+        for field, default in KEPT_FIELDS:
+            sent.setdefault(field, default)
+        if member['protocol_port'] == protocol_port and \
+                member['address'] in weights:
+            changed |= sent['weight'] != weights[member['address']]
+            sent['weight'] = weights[member['address']]
+        members.append(sent)
+    if not changed:
+        return None
+    return sorted(members, key=lambda m: (m['address'], m['protocol_port']))
+
+
 def member_map(current, servers, protocol_port, paths=None):
     """{server id: {member_id, address[, path]}} once the pool holds them.
 

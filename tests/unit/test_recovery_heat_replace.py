@@ -185,6 +185,25 @@ class TestReading(ReplacerTestCase):
         self.assertEqual(('atrust', 'owner-id'),
                          (plugin_ctx.trust_id, plugin_ctx.trustor_user_id))
 
+    def test_a_client_is_made_when_its_context_is_forgotten_meanwhile(self):
+        """Another thread's error drops the cached context mid-call."""
+        root = self._stack('top', SERVER)
+        client = mock.Mock()
+        self.patchobject(nova.NovaClientPlugin, 'get_max_microversion',
+                         return_value=None)
+        self.patchobject(nova.NovaClientPlugin, '_create', autospec=True,
+                         side_effect=lambda plugin, version=None: (
+                             plugin.context and client))
+        stored = self.replacer._stored_context
+
+        def forgotten(stack_id):
+            found = stored(stack_id)
+            self.replacer.forget_clients(stack_id)
+            return found
+        self.patchobject(self.replacer, '_stored_context',
+                         side_effect=forgotten)
+        self.assertIs(client, self.replacer.nova_client(root.id))
+
     def test_one_stored_context_serves_nova_and_octavia_a_while(self):
         """One trust-scoped token per stack, not one per call."""
         root = self._stack('top', SERVER)

@@ -213,3 +213,18 @@ def test_a_drain_before_a_replacement_does_not_wait_for_the_lb(fake,
     fake.lb_status = 'ACTIVE'
     with pytest.raises(lb_drain.NotYet):
         drainer.drain('stack', drainer.members('stack', 's2'))
+
+
+def test_a_drain_leaves_the_member_list_as_the_pool_holds_it(fake, drainer):
+    # The pool follower swapped s2's member for its replacement's (at
+    # 10.0.0.8) and has not stored the swap yet: the stored members still
+    # name 10.0.0.6. A drain of s1 changes s1's weight and nothing else:
+    # the removed member is not sent back, the new one not dropped.
+    fake.members = [
+        m for m in fake.members if m['address'] != '10.0.0.6'] + [
+        dict(fake_octavia._member('10.0.0.8'), id='c', name='s2')]
+    drained = _drain(drainer)
+    assert drained == {fake_octavia.POOL: ['10.0.0.5', 5]}
+    assert _weights(fake) == {'10.0.0.5': 0, '10.0.0.8': 1}
+    assert drainer.restore('stack', drained, 's1') == drained
+    assert _weights(fake) == {'10.0.0.5': 5, '10.0.0.8': 1}

@@ -392,11 +392,21 @@ class HeatReplacer(object):
         Through Heat's own nova client plugin, so Nova sees the same user
         and project as for the stack's servers.
         """
-        return self._stored_context(stack_id).clients.client('nova')
+        return self._client(stack_id, 'nova')
 
     def octavia_client(self, stack_id):
         """An OctaviaAPI acting as the stack's owner (its stored trust)."""
-        return self._stored_context(stack_id).clients.client('octavia')
+        return self._client(stack_id, 'octavia')
+
+    def _client(self, stack_id, name):
+        """One of Heat's clients made with the stack's stored context.
+
+        Heat's client plugins hold their context weakly: the context is
+        held here until the client is made, since another thread may drop
+        it from the cache (forget_clients) meanwhile.
+        """
+        ctxt = self._stored_context(stack_id)
+        return ctxt.clients.client(name)
 
     def owner(self, stack_id):
         """Who the stack acts as: the stored credentials it points to.

@@ -160,10 +160,8 @@ class Drainer(object):
                 if m['protocol_port'] == port and m['address'] in weights}
         if not olds:
             return olds
-        servers = {s: m['address'] for s, m in spec['members'].items()}
-        members = lb_members.plan(
-            current, spec['members'], servers, port, spec.get('subnet_id'),
-            weights={a: w for a, w in weights.items() if a in olds})
+        members = lb_members.reweighted(
+            current, port, {a: w for a, w in weights.items() if a in olds})
         if members:
             pool.replace(members)
         return olds
