@@ -500,6 +500,14 @@ def summary(failing, rounds, poll):
     print('  old members with weight > 0 after the drain, before their '
           'replacement was ACTIVE: %d reads' % sum(
               r.violations() for r in rounds))
+    joined = [d for d in (step(f, 'active', 'in_pool') for f in servers)
+              if d is not None]
+    if joined:
+        print('  new member in the pool after its server was ACTIVE: p50 '
+              '%s, max %s s; within 1 s: %d of %d' % (
+                  fmt(common.p50_max(joined)[0]).strip(),
+                  fmt(max(joined)).strip(),
+                  sum(1 for d in joined if d <= 1.0), len(joined)))
     print('  split, p50 seconds: %s' % '; '.join(
         '%s %s' % (label, fmt(common.p50_max(
             step(f, a, b) for f in servers)[0]).strip())
