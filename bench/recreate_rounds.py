@@ -500,8 +500,10 @@ def summary(failing, rounds, poll):
     print('  old members with weight > 0 after the drain, before their '
           'replacement was ACTIVE: %d reads' % sum(
               r.violations() for r in rounds))
-    joined = [d for d in (step(f, 'active', 'in_pool') for f in servers)
-              if d is not None]
+    # Only servers seen both ACTIVE and in the pool: step() would count
+    # from an earlier milestone where ACTIVE was missed.
+    joined = [max(0.0, f.times['in_pool'] - f.times['active'])
+              for f in servers if {'active', 'in_pool'} <= set(f.times)]
     if joined:
         print('  new member in the pool after its server was ACTIVE: p50 '
               '%s, max %s s; within 1 s: %d of %d' % (
