@@ -22,10 +22,10 @@ import time
 from heat.common import context as heat_context
 from heat.common import exception
 from heat.db import api as heat_db
-from heat.engine import event as heat_event
 from heat.engine.resources.aws.autoscaling import autoscaling_group
 from heat.engine.resources import stack_resource
 from heat.engine import stack as parser
+from heat.objects import event as event_object
 from heat.objects import stack as stack_object
 from heat.rpc import api as heat_rpc_api
 from heat.rpc import client as rpc_client
@@ -108,6 +108,16 @@ def _current_row(ctxt, stack, resource_name):
         raise exception.ResourceNotFound(resource_name=resource_name,
                                          stack_name=stack.name)
     return max(rows, key=lambda row: row.id)
+
+
+def _resource_type(ctxt, stack, resource_name):
+    """The type the stack's template gives the resource, as Heat shows it."""
+    template = heat_db.raw_template_get(ctxt, stack.raw_template_id).template
+    for section, key in (('resources', 'type'), ('Resources', 'Type')):
+        definition = (template.get(section) or {}).get(resource_name)
+        if isinstance(definition, dict) and definition.get(key):
+            return definition[key]
+    return None
 
 
 def _refuse_unless_updatable(stack):
@@ -349,20 +359,22 @@ class HeatReplacer(object):
             raise ValueError('Event status %s is not one of %s' %
                              (status, ', '.join(EVENT_STATUSES)))
         ctxt = _reader()
-        stack = self._load(ctxt, stack_id)
+        stack = _stack_row(ctxt, stack_id)
         if resource_name == stack.name:
             LOG.warning('No event recorded for %(res)s: it is named like '
                         'its stack', {'res': resource_name})
             return None
         row = _current_row(ctxt, stack, resource_name)
-        rsrc_type = (stack[resource_name].type() if resource_name in stack
-                     else None)
-        event = heat_event.Event(
-            stack.context, stack, action, status,
-            (status_reason or '')[:EVENT_REASON_LENGTH],
-            row.physical_resource_id, None, None, resource_name, rsrc_type)
-        event.store()
-        return event.uuid
+        # Rows, not the stack: loading it parses the template and makes
+        # every resource, per event, while a recovery is under way.
+        return event_object.Event.create(ctxt, {
+            'stack_id': stack.id, 'resource_name': resource_name,
+            'physical_resource_id': row.physical_resource_id,
+            'resource_action': action, 'resource_status': status,
+            'resource_status_reason':
+                (status_reason or '')[:EVENT_REASON_LENGTH],
+            'resource_type': _resource_type(ctxt, stack, resource_name),
+        }).uuid
 
     def _stored_context(self, stack_id):
         """The stack's stored (owner's) context, kept a while.
