@@ -228,3 +228,45 @@ def test_a_drain_leaves_the_member_list_as_the_pool_holds_it(fake, drainer):
     assert _weights(fake) == {'10.0.0.5': 0, '10.0.0.8': 1}
     assert drainer.restore('stack', drained, 's1') == drained
     assert _weights(fake) == {'10.0.0.5': 5, '10.0.0.8': 1}
+
+
+def test_recoveries_started_together_drain_in_one_batch(fake, drainer):
+    """The last drain of a cohort sends the others' with its own."""
+    cohort = lb_drain.Cohort(['t1', 't2', 't3'], deadline=10)
+    first = drainer.members('stack', 's1')
+    second = drainer.members('stack', 's2')
+    with pytest.raises(lb_drain.Gathering):
+        drainer.drain('stack', first, settle=False, cohort=(cohort, 't1', 0))
+    assert fake.requests[-1][0] == 'GET' and _puts(fake) == []
+    # t3 ends without a drain; t2 is the last on its way and sends both.
+    assert not cohort.leave('t3')
+    assert drainer.drain('stack', second, settle=False,
+                         cohort=(cohort, 't2', 0)) == {
+        fake_octavia.POOL: ['10.0.0.6', 0]}
+    assert len(_puts(fake)) == 1
+    assert _weights(fake) == {'10.0.0.5': 0, '10.0.0.6': 0}
+    # t1 carried on at its next pass: found sent, nothing asked again.
+    asked = len(fake.requests)
+    assert drainer.drain('stack', first, settle=False) == {
+        fake_octavia.POOL: ['10.0.0.5', 0]}
+    assert len(fake.requests) == asked
+
+
+def test_a_cohort_whose_last_recovery_ends_without_a_drain(fake, drainer):
+    """Nobody is left to send: the drains that joined send their own."""
+    cohort = lb_drain.Cohort(['t1', 't2'], deadline=10)
+    drained = drainer.members('stack', 's1')
+    with pytest.raises(lb_drain.Gathering):
+        drainer.drain('stack', drained, cohort=(cohort, 't1', 0))
+    assert cohort.leave('t2')
+    assert _weights(fake)['10.0.0.5'] == 5
+    drainer.drain('stack', drained, cohort=(cohort, 't1', 1))
+    assert _weights(fake)['10.0.0.5'] == 0
+
+
+def test_a_cohort_waits_for_no_one_past_its_deadline(fake, drainer):
+    cohort = lb_drain.Cohort(['t1', 't2'], deadline=1)
+    drained = drainer.members('stack', 's1')
+    drainer.drain('stack', drained, cohort=(cohort, 't1', 2))
+    assert _weights(fake)['10.0.0.5'] == 0
+    assert not cohort.leave('t2')

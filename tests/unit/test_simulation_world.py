@@ -327,6 +327,8 @@ def test_an_engine_killed_between_marks_and_update_updates_once(
     w.advance(2)
     first.tick()
     first.recovery_pass()
+    first.run_steps()               # the last drain sends all three
+    first.recovery_pass()
     first.run_steps()               # each marked, the update not asked
     assert [t.recovery['stage'] for t in w.targets()[:3]] == ['marked'] * 3
     first.kill()
@@ -351,3 +353,15 @@ def test_every_timeline_row_of_a_recreate_names_its_place(make_world):
     assert {e['path'] for e in events
             if e['server_id'] in (old, new)} == {w.targets()[1].path}
     assert None not in {e['path'] for e in events if e['server_id']}
+
+
+def test_servers_lost_together_are_drained_in_one_batch(make_world):
+    """Their recoveries start in one pass: one batch sets all three to 0."""
+    w = _recreating_world(make_world)
+    addresses = [w.server(i).addresses[0] for i in range(3)]
+    _lose_three_and_heal(w)
+    batches = w.octavia.batches
+    drained_by = {a: min(i for i, b in enumerate(batches)
+                         if b.weights.get(a) == 0) for a in addresses}
+    assert len(set(drained_by.values())) == 1, batches
+    assert w.engines[0].errors == []

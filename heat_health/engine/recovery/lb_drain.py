@@ -20,7 +20,12 @@ balancers of one project never hold the engine's workers.
 Weight changes of one pool asked for together (servers that failed
 together) go in one batch update: while one batch is being sent, those
 that come meanwhile wait and go together in the next, instead of one
-update, and one wait for the load balancer, each. A drain before a
+update, and one wait for the load balancer, each. Recoveries started in
+one pass of the recovery loop drain as a ``Cohort``: each drain joins it,
+and the last on its way sends them all in one batch; the others find
+theirs sent when they carry on. Without it, drains that arrive a few
+tenths of a second apart go in two batches, the second after Octavia
+applied the first. A drain before a
 replacement does not wait for the load balancer to take it (``settle``
 False): the old server is stopped and replaced anyway, and Octavia has
 stored the weight once it accepted the batch.
@@ -41,10 +46,64 @@ POLL_SECONDS = 0.2
 DEFAULT_TIMEOUT = 60
 # Most seconds one call waits for a busy load balancer.
 PASS_SECONDS = 3.0
+# Seconds a weight another caller's batch sent stands for this one's.
+SENT_SECONDS = 10.0
+# Seconds the drains of a cohort wait for those still on their way.
+COHORT_SECONDS = 1.0
 
 
 class NotYet(lb_members.Busy):
     """Still busy after this pass's wait: carried on at the next pass."""
+
+
+class Gathering(NotYet):
+    """Left for the cohort's last drain to send: carried on at the next
+    pass, which finds it sent."""
+
+
+class Cohort(object):
+    """The drains of recoveries started together, sent as one batch.
+
+    :param keys: the recoveries (target ids) that may drain.
+    :param deadline: when those still on their way are no longer waited
+        for (the loop's clock).
+    """
+
+    def __init__(self, keys, deadline):
+        self._lock = threading.Lock()
+        self._coming = set(keys)
+        self._weights = []      # [(stack id, {pool id: [address, 0]})]
+        self._deadline = deadline
+        self.done = False
+
+    def join(self, key, stack_id, drained, now):
+        """Own drain in: every drain to send now, or None to leave it.
+
+        None while others are still on their way (until the deadline):
+        the last of them sends this one too. Once the cohort was sent,
+        or all the others left, each drain is its own again ([own]).
+        """
+        with self._lock:
+            if self.done:
+                return [(stack_id, drained)]
+            self._coming.discard(key)
+            self._weights.append((stack_id, drained))
+            if self._coming and now < self._deadline:
+                return None
+            self.done = True
+            return list(self._weights)
+
+    def leave(self, key):
+        """The recovery ends without a drain to join: True when drains
+        that joined are left unsent (their own next pass sends them)."""
+        with self._lock:
+            if self.done or key not in self._coming:
+                return False
+            self._coming.discard(key)
+            if self._coming or not self._weights:
+                return False
+            self.done = True
+            return True
 
 
 class _Line(object):
@@ -87,27 +146,46 @@ class Drainer(object):
         with self._lines_guard:
             return self._lines.setdefault(pool_id, _Line())
 
-    def _set_weight(self, pool, spec, address, weight, waited, settle=True):
-        """Have one member's weight changed, in the pool's next batch.
+    def _set_weight(self, pool, spec, weights, waited, settle=True):
+        """Have members' weights changed, in the pool's next batch.
 
-        Returns the weight it had, or None if the pool does not hold it.
-        A change another caller's batch sent meanwhile is not sent again.
-        Raises as ``_send`` does; the changes of a batch that raised wait
-        for the next one.
+        :param weights: {address: weight}.
+        Returns {address: weight it had} of those the pool holds. A
+        change another caller's batch sent (meanwhile, or within
+        SENT_SECONDS) is not sent again. Raises as ``_send`` does; the
+        changes of a batch that raised wait for the next one.
         """
         line = self._line(pool.pool_id)
+        olds = {}
+        now = self._clock()
         with line.guard:
-            line.sent.pop(address, None)
-            line.pending[address] = weight
+            for address, weight in weights.items():
+                found = line.sent.pop(address, None)
+                if found is not None and found[0] == weight and (
+                        found[2] > now - SENT_SECONDS):
+                    if found[1] is not None:
+                        olds[address] = found[1]
+                    continue
+                line.pending[address] = weight
+            left = set(weights) - set(olds)
+        if not left:
+            return olds
         with line.sending:
             with line.guard:
-                if address not in line.pending:
+                for address in sorted(left):
+                    if address in line.pending:
+                        continue
                     found = line.sent.pop(address, None)
-                    if found is not None and found[0] == weight:
-                        return found[1]
-                    line.pending[address] = weight
-            olds = self._send(pool, spec, line, waited, settle)
-        return olds.get(address)
+                    if found is not None and found[0] == weights[address]:
+                        left.discard(address)
+                        if found[1] is not None:
+                            olds[address] = found[1]
+                    else:
+                        line.pending[address] = weights[address]
+            if left:
+                sent = self._send(pool, spec, line, waited, settle)
+                olds.update((a, w) for a, w in sent.items() if a in left)
+        return olds
 
     def _send(self, pool, spec, line, waited, settle):
         """Send every pending weight of the pool in one batch update.
@@ -135,9 +213,11 @@ class Drainer(object):
                     olds = self._put(pool, spec, batch)
                     if olds and settle:
                         self._wait(pool, lb_id, deadline, last)
+                    sent_at = self._clock()
                     with line.guard:
                         line.sent.update(
-                            (a, (w, olds.get(a))) for a, w in batch.items())
+                            (a, (w, olds.get(a), sent_at))
+                            for a, w in batch.items())
                     return olds
             except Exception as ex:
                 # The batch's changes wait for the next one.
@@ -202,19 +282,35 @@ class Drainer(object):
                     found[spec['pool_id']] = [address, weight]
         return found
 
-    def drain(self, stack_id, drained, waited=0, settle=True):
+    def drain(self, stack_id, drained, waited=0, settle=True, cohort=None):
         """Weight 0 for the members of ``drained`` (as ``members`` gave).
 
         :param waited: seconds since the drain's first try (stored).
         :param settle: wait until the load balancer took it; False once
             Octavia accepted it (the server is replaced anyway).
+        :param cohort: (Cohort, key, now) of a recovery started with
+            others: Gathering while the last of them is to send it too.
         Idempotent: a drain carried on at the next pass, or after a
         restart, sends the same.
         """
-        return self._set_weights(stack_id, {
-            pool_id: [address, 0]
-            for pool_id, (address, _w) in (drained or {}).items()}, waited,
-            settle)
+        weights = {pool_id: [address, 0]
+                   for pool_id, (address, _w) in (drained or {}).items()}
+        if cohort is None or not weights:
+            return self._own(self._set_weights(stack_id, [weights], waited,
+                                               settle), weights)
+        together, key, now = cohort
+        found = together.join(key, stack_id, weights, now)
+        if found is None:
+            raise Gathering('sent with the drains of the servers that '
+                            'failed with it')
+        done = {}
+        for of_stack in sorted({s for s, _w in found}):
+            sent = self._set_weights(
+                of_stack, [w for s, w in found if s == of_stack], waited,
+                settle)
+            if of_stack == stack_id:
+                done = self._own(sent, weights)
+        return done
 
     def restore(self, stack_id, drained, server_id=None):
         """Give drained members their weight back (those still there).
@@ -231,7 +327,8 @@ class Drainer(object):
         """
         if server_id is not None:
             drained = self._of_server(stack_id, drained or {}, server_id)
-        return self._set_weights(stack_id, drained, None)
+        return self._own(self._set_weights(stack_id, [drained], None),
+                         drained)
 
     def _of_server(self, stack_id, drained, server_id):
         specs = {s['pool_id']: s for s in self._specs(stack_id)}
@@ -253,17 +350,30 @@ class Drainer(object):
         return mine
 
     def _set_weights(self, stack_id, weights, waited, settle=True):
+        """Send ``weights`` ([{pool id: [address, weight]}]), a batch per
+        pool: {(pool id, address): weight} of the members the pools hold."""
         done = {}
-        if not weights:
+        by_pool = {}
+        for found in weights:
+            for pool_id, (address, weight) in (found or {}).items():
+                by_pool.setdefault(pool_id, {})[address] = weight
+        if not by_pool:
             return done
         client = self._octavia_client(stack_id)
         specs = {s['pool_id']: s for s in self._specs(stack_id)}
-        for pool_id, (address, weight) in sorted(weights.items()):
+        for pool_id, changes in sorted(by_pool.items()):
             spec = specs.get(pool_id)
             if spec is None:
                 continue
             pool = lb_members.PoolMembers(client, pool_id)
-            if self._set_weight(pool, spec, address, weight, waited,
-                                settle) is not None:
-                done[pool_id] = [address, weight]
+            olds = self._set_weight(pool, spec, changes, waited, settle)
+            done.update(((pool_id, address), changes[address])
+                        for address in olds)
         return done
+
+    @staticmethod
+    def _own(done, weights):
+        """{pool id: [address, weight]} of ``weights`` found in ``done``."""
+        return {pool_id: [address, weight]
+                for pool_id, (address, weight) in (weights or {}).items()
+                if (pool_id, address) in done}

@@ -140,6 +140,7 @@ class RecoveryLoop(recreate.RecreateStages):
         self.timeline = timeline.Timeline(engine_id, replacer, clock)
         self._nova_errors = {}   # policy id -> (reason, until)
         self._asked = {}         # stack id -> when we asked it to update
+        self._cohorts = {}       # target id -> lb_drain.Cohort of its Start
         # Called once heat-engine was asked to update a stack (the pool
         # follower looks at once).
         self.on_update = None
@@ -229,6 +230,7 @@ class RecoveryLoop(recreate.RecreateStages):
                                 gather=self._gather,
                                 by_stack=self._by_stack)
             self.timeline.brake(policy, plan.brake, now)
+            self._form_cohort(plan.steps, now)
             for step in plan.steps:
                 if isinstance(step, planner.Hold):
                     with self._lock:
@@ -242,6 +244,26 @@ class RecoveryLoop(recreate.RecreateStages):
                     engine_room -= 1
                     of_project[policy.project_id] += 1
 
+    def _form_cohort(self, steps, now):
+        """Recoveries started in one pass drain in one batch."""
+        ids = [s.target.id for s in steps if isinstance(s, planner.Start)]
+        if len(ids) < 2:
+            return
+        cohort = lb_drain.Cohort(ids, now + datetime.timedelta(
+            seconds=lb_drain.COHORT_SECONDS))
+        with self._lock:
+            self._cohorts.update((i, cohort) for i in ids)
+
+    def _end_steps(self, target_ids):
+        """Steps ended (or never ran): their cohorts wait for them no more.
+        """
+        with self._lock:
+            left = [(i, self._cohorts.pop(i)) for i in target_ids
+                    if i in self._cohorts]
+        if any(cohort.leave(i) for i, cohort in left):
+            # Drains that joined wait for no one: their next pass sends.
+            self.wake(gather=False)
+
     @staticmethod
     def _targets(step):
         return getattr(step, 'targets', None) or (step.target,)
@@ -249,11 +271,14 @@ class RecoveryLoop(recreate.RecreateStages):
     def _submit(self, policy, step):
         ids = [t.id for t in self._targets(step)]
         with self._lock:
-            if any(i in self._running for i in ids):
-                # Its own step is under way: neither held nor again.
-                return False
-            for target_id in ids:
-                self._running[target_id] = (policy.id, type(step))
+            busy = any(i in self._running for i in ids)
+            if not busy:
+                for target_id in ids:
+                    self._running[target_id] = (policy.id, type(step))
+        if busy:
+            # Its own step is under way: neither held nor again.
+            self._end_steps(ids)
+            return False
         for target_id in ids:
             self.timeline.forget(target_id)
         try:
@@ -263,6 +288,7 @@ class RecoveryLoop(recreate.RecreateStages):
             with self._lock:
                 for target_id in ids:
                     self._running.pop(target_id, None)
+            self._end_steps(ids)
             return False
         return True
 
@@ -285,9 +311,11 @@ class RecoveryLoop(recreate.RecreateStages):
                            'servers': ', '.join(
                                t.server_id for t in self._targets(step))})
         finally:
+            ids = [t.id for t in self._targets(step)]
             with self._lock:
-                for target in self._targets(step):
-                    self._running.pop(target.id, None)
+                for target_id in ids:
+                    self._running.pop(target_id, None)
+            self._end_steps(ids)
 
     def _stack_nova(self, stack_id):
         """Nova as the stack's owner, kept a while for its token.
@@ -457,7 +485,10 @@ class RecoveryLoop(recreate.RecreateStages):
             # the weight it had before is the one to give back.
             drained.setdefault(pool, member)
         if drained:
-            recovery.update(drained=drained, drained_of=target.server_id)
+            # The drain's start stored with the decision: one write less
+            # before the drain.
+            recovery.update(drained=drained, drained_of=target.server_id,
+                            drain_started=_iso(now))
         elif action[0] != RECREATE:
             # Nothing to do before the action: it is sent right away.
             recovery['stage'] = ISSUING
@@ -543,12 +574,15 @@ class RecoveryLoop(recreate.RecreateStages):
                                               {'recovery': recovery}):
                 return False
             started = now
+        with self._lock:
+            cohort = self._cohorts.get(target.id)
         try:
             # A server to be replaced is stopped and replaced whether or
             # not the load balancer took the weight yet.
             self._drainer.drain(policy.stack_id, drained,
                                 (now - started).total_seconds(),
-                                settle=recovery.get('action') != RECREATE)
+                                settle=recovery.get('action') != RECREATE,
+                                cohort=cohort and (cohort, target.id, now))
         except lb_drain.NotYet as ex:
             LOG.info('Drain of %(p)s goes on at the next pass: %(e)s',
                      {'p': target.path, 'e': ex})
@@ -559,6 +593,9 @@ class RecoveryLoop(recreate.RecreateStages):
                 'load balancer members not drained before %s: %s' %
                 (recovery.get('action'), ex)))
             return True
+        if cohort is not None:
+            # The drains it sent with its own are carried on at once.
+            self.wake(gather=False)
         self.timeline.lb_event(policy, target, 'DRAINED', (
             'load balancer members drained (weight 0) before %s: %s' %
             (recovery.get('action'), _members_text(drained))))
