@@ -106,7 +106,7 @@ class BusyDrainer(object):
         self.busy = busy
         self.calls = []
 
-    def drain(self, stack_id, drained, waited=0, settle=True):
+    def drain(self, stack_id, drained, waited=0, settle=True, cohort=None):
         self.calls.append(waited)
         if len(self.calls) <= self.busy:
             raise loop.lb_drain.NotYet('load balancer lb busy')
