@@ -278,3 +278,41 @@ class WakeTest(unittest.TestCase):
         self.recovery.wake()
         self.assertFalse(self.passes.acquire(timeout=1))
         self.assertTrue(self.passes.acquire(timeout=10))
+
+
+class NotSwappedDrainer(object):
+    """The pool follower has not swapped the replaced server's member."""
+
+    def __init__(self):
+        self.restores = 0
+        self.swapped = False
+
+    def restore(self, stack_id, drained, server_id=None):
+        self.restores += 1
+        if not self.swapped:
+            raise loop.lb_drain.NotYet('not swapped yet')
+        return {}
+
+
+class RestoreTest(unittest.TestCase):
+
+    def test_a_restore_put_off_is_tried_again_a_second_later(self):
+        drainer = NotSwappedDrainer()
+        now = [loop.timeutils.utcnow()]
+        recovery = loop.RecoveryLoop(
+            'engine', FakeTracker(), FakeReplacer(), actions=lambda s: None,
+            drainer=drainer, conf=cfg.CONF, clock=lambda: now[0])
+        self.addCleanup(recovery._pool.shutdown)
+        recovery.timeline = mock.Mock()
+        target = _target('updating', drained={'pool': ['10.0.0.5', 1]})
+        target.state = states.HEALTHY
+        step = planner.Restore(target)
+        for _pass in range(4):       # passes 0.25 s apart
+            recovery._restore(_policy(), target, step)
+            now[0] += loop.datetime.timedelta(seconds=0.25)
+        self.assertEqual(1, drainer.restores)
+        self.assertFalse(target.recovery.get('restored'))
+        drainer.swapped = True
+        recovery._restore(_policy(), target, step)
+        self.assertEqual(2, drainer.restores)
+        self.assertTrue(target.recovery['restored'])

@@ -74,6 +74,9 @@ GATHER_SECONDS = 0.2
 UPDATE_WATCH_SECONDS = 0.25
 # Seconds a stack's Nova client (and its token) is kept.
 CLIENT_SECONDS = 600
+# Seconds before a restore put off (the pool follower has not swapped the
+# replaced server's member yet) is tried again: not at every pass.
+RESTORE_RETRY_SECONDS = 1.0
 # Shortest time an action is given to heal before the next rung.
 MIN_VERIFY_SECONDS = 15
 MAX_UPDATES = recreate.MAX_UPDATES
@@ -141,6 +144,7 @@ class RecoveryLoop(recreate.RecreateStages):
         self._nova_errors = {}   # policy id -> (reason, until)
         self._asked = {}         # stack id -> when we asked it to update
         self._cohorts = {}       # target id -> lb_drain.Cohort of its Start
+        self._restore_after = {}  # target id -> when to try its restore
         # Called once heat-engine was asked to update a stack (the pool
         # follower looks at once).
         self.on_update = None
@@ -717,15 +721,22 @@ class RecoveryLoop(recreate.RecreateStages):
                                               {'recovery': recovery}):
                 return
         if self._drainer is not None:
+            now = self._clock()
+            if self._restore_after.get(target.id, now) > now:
+                return
             try:
                 # Only the members of the server the target holds now: a
                 # replaced server's drained member gets no traffic again.
                 restored = self._drainer.restore(policy.stack_id, drained,
                                                  target.server_id)
             except Exception as ex:
+                if isinstance(ex, lb_drain.NotYet):
+                    self._restore_after[target.id] = now + (
+                        datetime.timedelta(seconds=RESTORE_RETRY_SECONDS))
                 LOG.warning('Members of %(s)s not restored yet: %(e)s',
                             {'s': target.server_id, 'e': ex})
                 return
+            self._restore_after.pop(target.id, None)
         recovery['restored'] = True
         if not self.tracker.store_columns(target, {'recovery': recovery}):
             return
