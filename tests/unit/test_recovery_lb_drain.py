@@ -270,3 +270,18 @@ def test_a_cohort_waits_for_no_one_past_its_deadline(fake, drainer):
     drainer.drain('stack', drained, cohort=(cohort, 't1', 2))
     assert _weights(fake)['10.0.0.5'] == 0
     assert not cohort.leave('t2')
+
+
+def test_a_recovery_started_a_pass_later_joins_an_open_cohort(fake,
+                                                              drainer):
+    cohort = lb_drain.Cohort(['t1'], deadline=10)
+    with pytest.raises(lb_drain.Gathering):
+        assert cohort.expect(['t2'], now=0.2)
+        drainer.drain('stack', drainer.members('stack', 's1'),
+                      cohort=(cohort, 't1', 0.5))
+    drainer.drain('stack', drainer.members('stack', 's2'),
+                  cohort=(cohort, 't2', 0.7))
+    assert len(_puts(fake)) == 1
+    assert _weights(fake) == {'10.0.0.5': 0, '10.0.0.6': 0}
+    # Sent: a later recovery starts a cohort of its own.
+    assert not cohort.expect(['t3'], now=0.8)

@@ -64,6 +64,10 @@ class Gathering(NotYet):
 class Cohort(object):
     """The drains of recoveries started together, sent as one batch.
 
+    Recoveries that start while it is open (none of its drains sent yet,
+    its deadline not passed) join it: servers that failed together may be
+    decided a pass apart.
+
     :param keys: the recoveries (target ids) that may drain.
     :param deadline: when those still on their way are no longer waited
         for (the loop's clock).
@@ -75,6 +79,14 @@ class Cohort(object):
         self._weights = []      # [(stack id, {pool id: [address, 0]})]
         self._deadline = deadline
         self.done = False
+
+    def expect(self, keys, now):
+        """More recoveries started: True if they joined (it is open)."""
+        with self._lock:
+            if self.done or now >= self._deadline:
+                return False
+            self._coming.update(keys)
+            return True
 
     def join(self, key, stack_id, drained, now):
         """Own drain in: every drain to send now, or None to leave it.

@@ -144,6 +144,7 @@ class RecoveryLoop(recreate.RecreateStages):
         self._nova_errors = {}   # policy id -> (reason, until)
         self._asked = {}         # stack id -> when we asked it to update
         self._cohorts = {}       # target id -> lb_drain.Cohort of its Start
+        self._open_cohorts = {}  # policy id -> its latest Cohort
         self._restore_after = {}  # target id -> when to try its restore
         # Called once heat-engine was asked to update a stack (the pool
         # follower looks at once).
@@ -234,7 +235,7 @@ class RecoveryLoop(recreate.RecreateStages):
                                 gather=self._gather,
                                 by_stack=self._by_stack)
             self.timeline.brake(policy, plan.brake, now)
-            self._form_cohort(plan.steps, now)
+            self._form_cohort(policy, plan.steps, now)
             for step in plan.steps:
                 if isinstance(step, planner.Hold):
                     with self._lock:
@@ -248,14 +249,20 @@ class RecoveryLoop(recreate.RecreateStages):
                     engine_room -= 1
                     of_project[policy.project_id] += 1
 
-    def _form_cohort(self, steps, now):
-        """Recoveries started in one pass drain in one batch."""
-        ids = [s.target.id for s in steps if isinstance(s, planner.Start)]
-        if len(ids) < 2:
-            return
-        cohort = lb_drain.Cohort(ids, now + datetime.timedelta(
-            seconds=lb_drain.COHORT_SECONDS))
+    def _form_cohort(self, policy, steps, now):
+        """Recoveries started together drain in one batch: those of one
+        pass, and those that start while the cohort's drains are still
+        on their way."""
         with self._lock:
+            ids = [s.target.id for s in steps if isinstance(s, planner.Start)
+                   and s.target.id not in self._running]
+            if not ids:
+                return
+            cohort = self._open_cohorts.get(policy.id)
+            if cohort is None or not cohort.expect(ids, now):
+                cohort = lb_drain.Cohort(ids, now + datetime.timedelta(
+                    seconds=lb_drain.COHORT_SECONDS))
+                self._open_cohorts[policy.id] = cohort
             self._cohorts.update((i, cohort) for i in ids)
 
     def _end_steps(self, target_ids):
@@ -280,8 +287,8 @@ class RecoveryLoop(recreate.RecreateStages):
                 for target_id in ids:
                     self._running[target_id] = (policy.id, type(step))
         if busy:
-            # Its own step is under way: neither held nor again.
-            self._end_steps(ids)
+            # Its own step is under way: neither held nor again (and in
+            # no new cohort).
             return False
         for target_id in ids:
             self.timeline.forget(target_id)
