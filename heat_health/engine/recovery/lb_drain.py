@@ -20,8 +20,8 @@ balancers of one project never hold the engine's workers.
 Weight changes of one pool asked for together (servers that failed
 together) go in one batch update: while one batch is being sent, those
 that come meanwhile wait and go together in the next, instead of one
-update, and one wait for the load balancer, each. Recoveries started in
-one pass of the recovery loop drain as a ``Cohort``: each drain joins it,
+update, and one wait for the load balancer, each. Recoveries started
+together drain as a ``Cohort``: each drain joins it,
 and the last on its way sends them all in one batch; the others find
 theirs sent when they carry on. Without it, drains that arrive a few
 tenths of a second apart go in two batches, the second after Octavia
@@ -170,6 +170,7 @@ class Drainer(object):
         line = self._line(pool.pool_id)
         olds = {}
         now = self._clock()
+        left = set()
         with line.guard:
             for address, weight in weights.items():
                 found = line.sent.pop(address, None)
@@ -179,7 +180,7 @@ class Drainer(object):
                         olds[address] = found[1]
                     continue
                 line.pending[address] = weight
-            left = set(weights) - set(olds)
+                left.add(address)
         if not left:
             return olds
         with line.sending:
