@@ -356,8 +356,7 @@ def test_every_timeline_row_of_a_recreate_names_its_place(make_world):
 
 
 def test_servers_lost_together_are_drained_in_one_batch(make_world):
-    """Their recoveries start together: one batch sets all three to 0,
-    with two engines sharing the policies."""
+    """Recoveries started together: one batch sets all three to 0."""
     w = _recreating_world(make_world, engines=2)
     addresses = [w.server(i).addresses[0] for i in range(3)]
     _lose_three_and_heal(w)

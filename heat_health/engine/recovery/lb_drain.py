@@ -57,8 +57,10 @@ class NotYet(lb_members.Busy):
 
 
 class Gathering(NotYet):
-    """Left for the cohort's last drain to send: carried on at the next
-    pass, which finds it sent."""
+    """Left for the cohort's last drain to send.
+
+    Carried on at the next pass, which finds it sent.
+    """
 
 
 class Cohort(object):
@@ -76,7 +78,7 @@ class Cohort(object):
     def __init__(self, keys, deadline):
         self._lock = threading.Lock()
         self._coming = set(keys)
-        self._weights = []      # [(stack id, {pool id: [address, 0]})]
+        self._weights = []      # [{pool id: [address, 0]}]
         self._deadline = deadline
         self.done = False
 
@@ -88,7 +90,7 @@ class Cohort(object):
             self._coming.update(keys)
             return True
 
-    def join(self, key, stack_id, drained, now):
+    def join(self, key, drained, now):
         """Own drain in: every drain to send now, or None to leave it.
 
         None while others are still on their way (until the deadline):
@@ -97,17 +99,20 @@ class Cohort(object):
         """
         with self._lock:
             if self.done:
-                return [(stack_id, drained)]
+                return [drained]
             self._coming.discard(key)
-            self._weights.append((stack_id, drained))
+            self._weights.append(drained)
             if self._coming and now < self._deadline:
                 return None
             self.done = True
             return list(self._weights)
 
     def leave(self, key):
-        """The recovery ends without a drain to join: True when drains
-        that joined are left unsent (their own next pass sends them)."""
+        """The recovery ends without a drain to join.
+
+        True when drains that joined are left unsent (their own next
+        pass sends them).
+        """
         with self._lock:
             if self.done or key not in self._coming:
                 return False
@@ -302,28 +307,23 @@ class Drainer(object):
         :param settle: wait until the load balancer took it; False once
             Octavia accepted it (the server is replaced anyway).
         :param cohort: (Cohort, key, now) of a recovery started with
-            others: Gathering while the last of them is to send it too.
+            others of the same policy (so the same stack): Gathering
+            while the last of them is to send it too.
         Idempotent: a drain carried on at the next pass, or after a
         restart, sends the same.
         """
         weights = {pool_id: [address, 0]
                    for pool_id, (address, _w) in (drained or {}).items()}
         if cohort is None or not weights:
-            return self._own(self._set_weights(stack_id, [weights], waited,
-                                               settle), weights)
-        together, key, now = cohort
-        found = together.join(key, stack_id, weights, now)
-        if found is None:
-            raise Gathering('sent with the drains of the servers that '
-                            'failed with it')
-        done = {}
-        for of_stack in sorted({s for s, _w in found}):
-            sent = self._set_weights(
-                of_stack, [w for s, w in found if s == of_stack], waited,
-                settle)
-            if of_stack == stack_id:
-                done = self._own(sent, weights)
-        return done
+            found = [weights]
+        else:
+            together, key, now = cohort
+            found = together.join(key, weights, now)
+            if found is None:
+                raise Gathering('sent with the drains of the servers that '
+                                'failed with it')
+        return self._own(self._set_weights(stack_id, found, waited, settle),
+                         weights)
 
     def restore(self, stack_id, drained, server_id=None):
         """Give drained members their weight back (those still there).
@@ -363,8 +363,10 @@ class Drainer(object):
         return mine
 
     def _set_weights(self, stack_id, weights, waited, settle=True):
-        """Send ``weights`` ([{pool id: [address, weight]}]), a batch per
-        pool: {(pool id, address): weight} of the members the pools hold."""
+        """Send ``weights`` ([{pool id: [address, weight]}]), one batch a pool.
+
+        Returns {(pool id, address): weight} of the members pools hold.
+        """
         done = {}
         by_pool = {}
         for found in weights:

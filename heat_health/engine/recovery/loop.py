@@ -250,9 +250,11 @@ class RecoveryLoop(recreate.RecreateStages):
                     of_project[policy.project_id] += 1
 
     def _form_cohort(self, policy, steps, now):
-        """Recoveries started together drain in one batch: those of one
-        pass, and those that start while the cohort's drains are still
-        on their way."""
+        """Recoveries started together drain in one batch.
+
+        Those of one pass, and those that start while the cohort's drains
+        are still on their way.
+        """
         with self._lock:
             ids = [s.target.id for s in steps if isinstance(s, planner.Start)
                    and s.target.id not in self._running]
@@ -266,8 +268,7 @@ class RecoveryLoop(recreate.RecreateStages):
             self._cohorts.update((i, cohort) for i in ids)
 
     def _end_steps(self, target_ids):
-        """Steps ended (or never ran): their cohorts wait for them no more.
-        """
+        """Steps ended (or never ran): their cohorts wait no more."""
         with self._lock:
             left = [(i, self._cohorts.pop(i)) for i in target_ids
                     if i in self._cohorts]
