@@ -27,6 +27,7 @@ import time
 import uuid
 import warnings
 
+from heatclient.common import template_utils
 from keystoneauth1 import exceptions as ks_exceptions
 from keystoneauth1 import loading
 from keystoneauth1 import session as ks_session
@@ -42,6 +43,9 @@ TEMPLATES = pathlib.Path(__file__).resolve().parent / 'templates'
 OPENSTACK = str(pathlib.Path(sys.executable).parent / 'openstack')
 # Seconds a request may take before the test fails instead of hanging.
 HTTP_TIMEOUT = 60
+# Seconds between reads of a stack being created, and the most to wait.
+STACK_POLL_SECONDS = 0.5
+STACK_TIMEOUT = 600
 
 DEFAULT_CLOUD = 'devstack'
 # user -> (variable naming its cloud, suffix of the default name)
@@ -259,19 +263,52 @@ class Cloud(object):
         return str(self._environment)
 
     def create_stack(self, prefix, template, *params):
+        """A stack of ``template`` made as this user, once CREATE_COMPLETE.
+
+        Sent as ``openstack stack create`` sends it (heatclient reads the
+        template's files and the environment), then read every half
+        second: the CLI's ``--wait`` lists events every 5 s, and each CLI
+        run costs a Python start of its own.
+
+        :param params: ``key=value`` strings, as ``--parameter`` takes them.
+        """
         name = '%s-%s' % (prefix, uuid.uuid4().hex[:8])
-        # --debug: a failure says what Heat answered (see _errors).
-        args = ['--debug', 'stack', 'create', '--wait', '-t',
-                str(TEMPLATES / template), '-e', self.stack_environment()]
-        for param in params:
-            args += ['--parameter', param]
-        self.run(*(args + [name]))
-        stack = self.json('stack', 'show', name)
+        files, body = template_utils.get_template_contents(
+            template_file=str(TEMPLATES / template))
+        env_files, environment = (
+            template_utils.process_multiple_environments_and_files(
+                env_paths=[self.stack_environment()]))
+        files.update(env_files)
+        resp = self.session.post(
+            self.endpoint('orchestration') + '/stacks', raise_exc=False,
+            json={'stack_name': name, 'template': body, 'files': files,
+                  'environment': environment, 'disable_rollback': True,
+                  'parameters': dict(p.split('=', 1) for p in params)})
+        assert resp.status_code == 201, 'stack create %s: %s %s' % (
+            name, resp.status_code, resp.text)
+        stack = self.wait_for(
+            lambda: (lambda s: None if s['stack_status'].endswith(
+                '_IN_PROGRESS') else s)(self.stack(name)),
+            'stack %s created' % name, timeout=STACK_TIMEOUT,
+            interval=STACK_POLL_SECONDS)
         assert stack['stack_status'] == 'CREATE_COMPLETE', stack
         return stack
 
+    def stack(self, name):
+        """The stack as Heat's API shows it to this user (a dict)."""
+        return self.session.get('%s/stacks/%s' % (
+            self.endpoint('orchestration'), name)).json()['stack']
+
     def delete_stack(self, name):
-        self.run('stack', 'delete', '--yes', name, check=False)
+        """Ask Heat to delete the stack, if it is there; not waited for."""
+        resp = self.session.get('%s/stacks/%s' % (
+            self.endpoint('orchestration'), name), raise_exc=False)
+        if resp.status_code == 404:
+            return
+        stack = resp.json()['stack']
+        self.session.delete('%s/stacks/%s/%s' % (
+            self.endpoint('orchestration'), stack['stack_name'],
+            stack['id']), raise_exc=False)
 
     def resource(self, stack, name):
         return self.json('stack', 'resource', 'show', stack, name)
