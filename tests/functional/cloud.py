@@ -1,5 +1,6 @@
 """Drive a Heat deployment with heat-health as its users do: the openstack
-CLI, and raw HTTP (through keystoneauth) for requests the CLI cannot send.
+CLI, and raw HTTP (through keystoneauth) for requests the CLI cannot send
+and for the stacks every test makes, which the CLI would make slowly.
 
 Each user is a cloud of ``clouds.yaml``, named by the environment as the
 OpenStack clients name theirs:
