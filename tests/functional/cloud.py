@@ -281,35 +281,40 @@ class Cloud(object):
                 env_paths=[self.stack_environment()]))
         files.update(env_files)
         resp = self.session.post(
-            self.endpoint('orchestration') + '/stacks', raise_exc=False,
+            self._stacks_url(), raise_exc=False,
             json={'stack_name': name, 'template': body, 'files': files,
                   'environment': environment, 'disable_rollback': True,
                   'parameters': dict(p.split('=', 1) for p in params)})
         assert resp.status_code == 201, 'stack create %s: %s %s' % (
             name, resp.status_code, resp.text)
-        stack = self.wait_for(
-            lambda: (lambda s: None if s['stack_status'].endswith(
-                '_IN_PROGRESS') else s)(self.stack(name)),
-            'stack %s created' % name, timeout=STACK_TIMEOUT,
-            interval=STACK_POLL_SECONDS)
+
+        def created():
+            stack = self.stack(name)
+            if not stack['stack_status'].endswith('_IN_PROGRESS'):
+                return stack
+        stack = self.wait_for(created, 'stack %s created' % name,
+                              timeout=STACK_TIMEOUT,
+                              interval=STACK_POLL_SECONDS)
         assert stack['stack_status'] == 'CREATE_COMPLETE', stack
         return stack
 
+    def _stacks_url(self, *path):
+        return '/'.join((self.endpoint('orchestration'), 'stacks') + path)
+
     def stack(self, name):
-        """The stack as Heat's API shows it to this user (a dict)."""
-        return self.session.get('%s/stacks/%s' % (
-            self.endpoint('orchestration'), name)).json()['stack']
+        """The stack as Heat's API shows it to this user; None if gone."""
+        resp = self.session.get(self._stacks_url(name), raise_exc=False)
+        if resp.status_code == 404:
+            return None
+        assert resp.status_code == 200, resp.text
+        return resp.json()['stack']
 
     def delete_stack(self, name):
         """Ask Heat to delete the stack, if it is there; not waited for."""
-        resp = self.session.get('%s/stacks/%s' % (
-            self.endpoint('orchestration'), name), raise_exc=False)
-        if resp.status_code == 404:
-            return
-        stack = resp.json()['stack']
-        self.session.delete('%s/stacks/%s/%s' % (
-            self.endpoint('orchestration'), stack['stack_name'],
-            stack['id']), raise_exc=False)
+        stack = self.stack(name)
+        if stack is not None:
+            self.session.delete(self._stacks_url(
+                stack['stack_name'], stack['id']), raise_exc=False)
 
     def resource(self, stack, name):
         return self.json('stack', 'resource', 'show', stack, name)
