@@ -5,6 +5,7 @@ owner and parent resource, the root's user_creds shared) without running
 their create, which would need a heat-engine answering RPC.
 """
 
+import threading
 from unittest import mock
 
 from heat.common import context as heat_context
@@ -229,6 +230,42 @@ class TestReading(ReplacerTestCase):
         self.assertIsNot(second, replacer._stored_context(root.id))
         self.assertEqual(3, len(loads))
 
+    def test_a_root_and_its_nested_stacks_share_one_stored_context(self):
+        """One trust-scoped login per owner, not one per member stack."""
+        root = self._stack('top', SERVER)
+        nested = self._stack('top-member-abc', MEMBERS, owner=root,
+                             parent_resource='server')
+        first = self.replacer._stored_context(nested.id)
+        self.assertIs(first, self.replacer._stored_context(root.id))
+        self.assertEqual(('atrust', 'owner-id'),
+                         (first.trust_id, first.trustor_user_id))
+        # An error of one stack's clients renews them for the whole tree.
+        self.replacer.forget_clients(nested.id)
+        second = self.replacer._stored_context(root.id)
+        self.assertIsNot(first, second)
+        self.assertIs(second, self.replacer._stored_context(nested.id))
+
+    def test_recoveries_starting_together_make_one_stored_context(self):
+        root = self._stack('top', SERVER)
+        row = stack_object.Stack.get_by_id(self.ctx, root.id)
+        made = []
+        gate = threading.Event()
+
+        def make():
+            made.append(object())
+            gate.wait(5)
+            return made[-1]
+        found = []
+        threads = [threading.Thread(target=lambda: found.append(
+            self.replacer._context_of(row, make))) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        gate.set()
+        for thread in threads:
+            thread.join(10)
+        self.assertEqual(1, len(made))
+        self.assertEqual(made * 3, found)
+
 
 class TestMarkFailed(ReplacerTestCase):
 
@@ -350,6 +387,8 @@ class TestUpdateTarget(ReplacerTestCase):
         self.assertFalse(ctxt.is_admin)
         self.assertEqual(('atrust', 'owner-id'),
                          (ctxt.trust_id, ctxt.trustor_user_id))
+        # The owner's kept context: sent, it needs no login of its own.
+        self.assertIs(ctxt, self.replacer._stored_context(stack.id))
 
     def test_resource_group_member_updates_its_own_stack(self):
         group = self._group('rg')

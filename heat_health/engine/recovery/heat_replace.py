@@ -22,6 +22,7 @@ import time
 from heat.common import context as heat_context
 from heat.common import exception
 from heat.db import api as heat_db
+from heat.db import models as heat_models
 from heat.engine.resources.aws.autoscaling import autoscaling_group
 from heat.engine.resources import stack_resource
 from heat.engine import stack as parser
@@ -31,6 +32,7 @@ from heat.rpc import api as heat_rpc_api
 from heat.rpc import client as rpc_client
 from oslo_config import cfg
 from oslo_log import log as logging
+from sqlalchemy import orm
 
 from heat_health.engine import endpoint
 
@@ -106,13 +108,36 @@ def _current_row(ctxt, stack, resource_name):
 
     During a convergence replacement a stack holds two rows of one name
     (the old server and its replacement); the replacement is the newer.
+    Only the columns recovery reads: watched every pass of an update,
+    Heat's own read would join in every row's data and properties.
     """
-    rows = [row for row in heat_db.resource_get_all_active_by_stack(
-        ctxt, stack.id).values() if row.name == resource_name]
+    rows = [row for row in _named_rows(ctxt, stack.id, resource_name)
+            if (row.action, row.status) != ('DELETE', 'COMPLETE')]
     if not rows:
         raise exception.ResourceNotFound(resource_name=resource_name,
                                          stack_name=stack.name)
     return max(rows, key=lambda row: row.id)
+
+
+@heat_db.context_manager.reader
+def _named_rows(context, stack_id, resource_name):
+    model = heat_models.Resource
+    return context.session.query(model).options(orm.load_only(
+        model.id, model.physical_resource_id, model.action, model.status,
+        model.status_reason)).filter_by(stack_id=stack_id,
+                                        name=resource_name).all()
+
+
+@heat_db.context_manager.reader
+def _stack_state(context, stack_id):
+    """(name, action, status) of a stack not deleted: one narrow read."""
+    model = heat_models.Stack
+    row = context.session.query(model).options(orm.load_only(
+        model.id, model.name, model.action, model.status,
+        model.deleted_at)).filter_by(id=stack_id).first()
+    if row is None or row.deleted_at is not None:
+        raise exception.EntityNotFound(entity='Stack', name=stack_id)
+    return row
 
 
 def _resource_type(ctxt, stack, resource_name):
@@ -154,8 +179,13 @@ class HeatReplacer(object):
             cfg.CONF.heat_health.replacement_update_stack) == OWN
         self._engine_client = None
         self._clock = clock
-        self._contexts = {}   # stack id -> (stored context, expiry)
+        # Stored contexts by the stored credentials they act with, which
+        # a stack shares with every stack nested in it; and which
+        # credentials each stack asked for points to.
+        self._contexts = {}   # user_creds id -> (stored context, expiry)
+        self._creds_of = {}   # stack id -> (user_creds id, expiry)
         self._contexts_lock = threading.Lock()
+        self._making = collections.defaultdict(threading.Lock)
 
     @property
     def _engine(self):
@@ -176,7 +206,7 @@ class HeatReplacer(object):
 
         Raises Heat's EntityNotFound once the stack is deleted.
         """
-        row = _stack_row(_reader(), stack_id)
+        row = _stack_state(_reader(), stack_id)
         return row.action, row.status
 
     def resource(self, stack_id, resource_name):
@@ -185,7 +215,7 @@ class HeatReplacer(object):
         Raises Heat's EntityNotFound (stack) or ResourceNotFound.
         """
         ctxt = _reader()
-        row = _current_row(ctxt, _stack_row(ctxt, stack_id), resource_name)
+        row = _current_row(ctxt, _stack_state(ctxt, stack_id), resource_name)
         return ResourceState(row.physical_resource_id, row.action,
                              row.status, row.status_reason)
 
@@ -333,9 +363,11 @@ class HeatReplacer(object):
                  'with existing to replace %(res)s of stack %(holder)s',
                  {'stack': target.name, 'id': target.id,
                   'res': resource_name, 'holder': stack_id})
-        self._engine.update_stack(stack.stored_context(), identity,
-                                  None, {}, {},
-                                  {heat_rpc_api.PARAM_EXISTING: True})
+        # Sending a stored context reads its roles and domains from
+        # Keystone (a trust-scoped login) unless it has them already.
+        self._engine.update_stack(
+            self._context_of(target, stack.stored_context), identity,
+            None, {}, {}, {heat_rpc_api.PARAM_EXISTING: True})
         return target.id
 
     def replaced(self, stack_id, resource_name, old_physical_id):
@@ -386,22 +418,48 @@ class HeatReplacer(object):
 
         A fresh one means a new trust-scoped token, which Nova and
         Octavia each validate: most of a recovery's first second. Kept,
-        one token serves the stack's drain, Nova action and pool changes.
+        one token serves the drains, Nova actions, pool changes and
+        updates of every stack that shares the owner's stored
+        credentials: a root and the stacks nested in it.
         """
         now = self._clock()
         with self._contexts_lock:
-            found = self._contexts.get(stack_id)
-        if found is not None and found[1] > now:
+            creds, until = self._creds_of.get(stack_id, (None, now))
+            found = self._contexts.get(creds)
+        if until > now and found is not None and found[1] > now:
             return found[0]
-        ctxt = self._load(_reader(), stack_id, load_template=False).context
+        row = _stack_row(_reader(), stack_id)
+        return self._context_of(row, lambda: self._load(
+            _reader(), stack_id, load_template=False).context)
+
+    def _context_of(self, row, make):
+        """The stored context of the stack row's credentials.
+
+        ``make()`` makes one when none is kept; one at a time per
+        credentials, so recoveries that start together share one login.
+        """
+        creds = row.user_creds_id or ('stack', row.id)
         with self._contexts_lock:
-            self._contexts[stack_id] = (ctxt, now + CONTEXT_SECONDS)
-        return ctxt
+            making = self._making[creds]
+        with making:
+            now = self._clock()
+            with self._contexts_lock:
+                found = self._contexts.get(creds)
+            if found is None or found[1] <= now:
+                found = (make(), now + CONTEXT_SECONDS)
+            with self._contexts_lock:
+                self._contexts[creds] = found
+                self._creds_of[row.id] = (creds, found[1])
+        return found[0]
 
     def forget_clients(self, stack_id):
-        """After an error: the next client gets a new token and trust."""
+        """After an error: the next client gets a new token and trust.
+
+        Every stack acting with the same stored credentials gets one.
+        """
         with self._contexts_lock:
-            self._contexts.pop(stack_id, None)
+            creds, _until = self._creds_of.pop(stack_id, (None, None))
+            self._contexts.pop(creds, None)
 
     def nova_client(self, stack_id):
         """A novaclient acting as the stack's owner (its stored trust).
