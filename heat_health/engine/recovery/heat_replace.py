@@ -130,7 +130,7 @@ def _named_rows(context, stack_id, resource_name):
 
 @heat_db.context_manager.reader
 def _stack_state(context, stack_id):
-    """(name, action, status) of a stack not deleted: one narrow read."""
+    """A stack not deleted, with only its name, action and status read."""
     model = heat_models.Stack
     row = context.session.query(model).options(orm.load_only(
         model.id, model.name, model.action, model.status,
