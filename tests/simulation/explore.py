@@ -496,8 +496,8 @@ class Explorer(object):
 
     def _heat(self, policy):
         call = self.rnd.choice(['update_target', 'mark_failed',
-                                'stack_status', 'clear_mark',
-                                'record_event'])
+                                'stack_status', 'traversal',
+                                'clear_mark', 'record_event'])
         phase = self.rnd.choice([faults_mod.BEFORE, faults_mod.AFTER])
         self.world.heat.faults.add(call, heat_double.timeout, phase=phase)
         return 'heat %s times out (%s)' % (call, phase)

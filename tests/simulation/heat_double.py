@@ -1,8 +1,9 @@
 """Heat as recovery and the monitor see it: stacks, resources, updates.
 
 It answers what the RecoveryLoop asks of a HeatReplacer (``stack_status``,
-``resource``, ``mark_failed``, ``stack_to_update``, ``update_target``,
-``replaced``, ``record_event``, ``nova_client``, ``octavia_client``) and
+``traversal``, ``resource``, ``mark_failed``, ``stack_to_update``,
+``update_target``, ``replaced``, ``record_event``, ``nova_client``,
+``octavia_client``) and
 what the monitor resolves from Heat's database (``resolution``: the places
 of a policy's servers, the places a stack action works on, whether the
 stack is suspended), with Heat 27's behaviour (reference/heat-internals.md §8):
@@ -88,6 +89,7 @@ class Stack(object):
         self.parent = parent          # the resource name in its owner
         self.action, self.status = 'CREATE', 'COMPLETE'
         self.resources = collections.OrderedDict()
+        self.traversal = 'traversal-%s-0' % stack_id   # its latest action
 
 
 class _Operation(object):
@@ -123,6 +125,7 @@ class HeatDouble(object):
         # replacement_update_stack = own: the stack holding the resource.
         self.update_own = True
         self._addresses = 0
+        self._updates_started = 0
 
     # Building the world
 
@@ -320,6 +323,10 @@ class HeatDouble(object):
                 rsrc.action, rsrc.status = 'UPDATE', 'IN_PROGRESS'
                 touched.add(place)
         self._set_tree(top_id, 'UPDATE', 'IN_PROGRESS')
+        self._updates_started += 1
+        for stack in self.stacks.values():
+            if top_id in self._chain(stack.id):
+                stack.traversal = 'traversal-%d' % self._updates_started
         self._ops[top_id] = _Operation(
             'update', now + datetime.timedelta(
                 seconds=self.update_seconds if seconds is None else seconds),
@@ -459,6 +466,13 @@ class HeatDouble(object):
         stack = self._stack(stack_id)
         self._leave('stack_status', stack_id)
         return stack.action, stack.status
+
+    def traversal(self, stack_id):
+        """As HeatReplacer.traversal: each update starts a new one."""
+        self._enter('traversal', stack_id)
+        stack = self._stack(stack_id)
+        self._leave('traversal', stack_id)
+        return stack.traversal
 
     def resource(self, stack_id, resource_name):
         self._enter('resource', stack_id)

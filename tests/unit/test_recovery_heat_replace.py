@@ -136,6 +136,18 @@ class TestReading(ReplacerTestCase):
         self.assertEqual(('UPDATE', 'IN_PROGRESS'),
                          self.replacer.stack_status(nested.id))
 
+    def test_traversal_names_the_latest_action(self):
+        root = self._stack('top', SERVER)
+        stack_object.Stack.update_by_id(self.ctx, root.id,
+                                        {'current_traversal': 'ours'})
+        self.assertEqual('ours', self.replacer.traversal(root.id))
+        stack_object.Stack.update_by_id(self.ctx, root.id,
+                                        {'current_traversal': 'a user\'s'})
+        self.assertEqual("a user's", self.replacer.traversal(root.id))
+        stack_object.Stack.update_by_id(self.ctx, root.id,
+                                        {'current_traversal': ''})
+        self.assertIsNone(self.replacer.traversal(root.id))
+
     def test_deleted_stack_is_not_found(self):
         root = self._stack('top', SERVER)
         stack_id = root.id

@@ -26,9 +26,13 @@ class FakeReplacer(object):
         self.state = resource
         self.updates = []
         self.marks = []
+        self.traversals = {}    # stack id -> its latest action's id
 
     def stack_status(self, stack_id):
         return self.statuses.get(stack_id, self.status)
+
+    def traversal(self, stack_id):
+        return self.traversals.get(stack_id)
 
     def replaced(self, stack_id, name, old):
         return self.is_replaced
@@ -49,6 +53,7 @@ class FakeReplacer(object):
 
     def update_target(self, root, stack_id, name):
         self.updates.append(stack_id)
+        self.traversals[stack_id] = 'update-%d' % len(self.updates)
         return stack_id
 
     def record_event(self, *args, **kwargs):
@@ -172,6 +177,32 @@ class RecreateTest(unittest.TestCase):
         self.assertEqual(['nested'], replacer.updates)
         self.assertEqual('updating', target.recovery['stage'])
         self.assertEqual('nested', target.recovery['updated_stack'])
+        self.assertEqual('update-1', target.recovery['update_traversal'])
+
+    def test_a_drain_goes_on_under_our_update_not_under_a_users(self):
+        replacer = FakeReplacer()
+        self.recovery = self._loop(replacer)
+        self._replace(_target('marked', stack_id='root'))
+        replacer.status = ('UPDATE', 'IN_PROGRESS')
+        policy = _policy()
+        self.assertIsNone(self.recovery._not_now(policy, before_mark=True))
+        # A user's update supersedes ours.
+        replacer.traversals['root'] = 'a user\'s'
+        self.assertEqual('not now: stack is UPDATE_IN_PROGRESS',
+                         self.recovery._not_now(policy, before_mark=True))
+
+    def test_an_update_another_engine_stored_as_ours_counts(self):
+        replacer = FakeReplacer(status=('UPDATE', 'IN_PROGRESS'))
+        replacer.traversals['root'] = 'update-7'
+        self.recovery = self._loop(replacer)
+        awaited = _target('updating', updates=1, updated_stack='root',
+                          update_traversal='update-7')
+        self.tracker.targets_of = lambda policy_id: [awaited]
+        self.assertIsNone(self.recovery._not_now(_policy(),
+                                                 before_mark=True))
+        awaited.recovery['update_traversal'] = 'update-6'
+        self.assertIsNotNone(self.recovery._not_now(_policy(),
+                                                    before_mark=True))
 
     def test_every_marked_target_of_a_stack_shares_one_update(self):
         replacer = FakeReplacer()

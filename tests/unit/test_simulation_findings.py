@@ -360,3 +360,36 @@ def test_a_replaced_servers_drained_member_never_regains_weight(make_world):
     assert w.heat.follow_now() == 1
     assert address not in w.weights()
     assert engine.errors == []
+
+
+def test_a_users_update_after_ours_holds_the_next_fence(make_world):
+    """A user's update that superseded ours passed for ours.
+
+    A RECREATE's drain and fence may go on while a stack update of ours
+    runs. The loop took any update of the stack as ours for a while after
+    asking for one, so when a user updated the stack just after (it
+    supersedes ours in convergence), a second failure's fence stopped its
+    server under the user's update. Explorer: seed 3646, 126 steps
+    (engine-0 asks an update at 152 s, the user updates the stack at
+    156 s, engine-0 stops srv-0004 at 157 s).
+    """
+    w = make_world(engines=1, servers=3, pool=False,
+                   policy={'recovery': {'actions': [{'name': 'RECREATE'}],
+                                        'fencing': ['COMPUTE'],
+                                        'max_concurrent': 3}})
+    engine = w.engines[0]
+    engine.tick()
+    w.advance(GRACE + 1)
+    w.break_server(0, 'ERROR')
+    w.run_until(lambda: [u for u in w.heat.updates if u.kind == 'recovery'])
+    w.user_update(seconds=15)
+    second = w.server_id(1)
+    w.break_server(1, 'ERROR')
+    w.run(10)
+    assert w.heat.stack_status(w.policies[0].stack_id) == (
+        'UPDATE', 'IN_PROGRESS')
+    assert [a for a in w.accepted() + w.nova.refused
+            if a.server_id == second] == []
+    w.run_until(lambda: w.server_id(1) != second and
+                w.state(1) == 'HEALTHY')
+    assert engine.errors == []

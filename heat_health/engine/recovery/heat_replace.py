@@ -130,11 +130,12 @@ def _named_rows(context, stack_id, resource_name):
 
 @heat_db.context_manager.reader
 def _stack_state(context, stack_id):
-    """A stack not deleted, with only its name, action and status read."""
+    """A stack not deleted, with only its name, state and traversal read."""
     model = heat_models.Stack
     row = context.session.query(model).options(orm.load_only(
         model.id, model.name, model.action, model.status,
-        model.deleted_at)).filter_by(id=stack_id).first()
+        model.current_traversal, model.deleted_at)).filter_by(
+            id=stack_id).first()
     if row is None or row.deleted_at is not None:
         raise exception.EntityNotFound(entity='Stack', name=stack_id)
     return row
@@ -208,6 +209,16 @@ class HeatReplacer(object):
         """
         row = _stack_state(_reader(), stack_id)
         return row.action, row.status
+
+    def traversal(self, stack_id):
+        """The id of the stack's latest action, or None.
+
+        heat-engine (convergence) stores a new traversal before its
+        update_stack returns, so read just after an update of ours it
+        names that update; a later action, such as a user's update that
+        supersedes ours, names another. A legacy stack has none.
+        """
+        return _stack_state(_reader(), stack_id).current_traversal or None
 
     def resource(self, stack_id, resource_name):
         """The ResourceState of a resource of the stack that holds it.

@@ -142,7 +142,7 @@ class RecoveryLoop(recreate.RecreateStages):
         self._running = {}       # target id -> (policy id, step type)
         self.timeline = timeline.Timeline(engine_id, replacer, clock)
         self._nova_errors = {}   # policy id -> (reason, until)
-        self._asked = {}         # stack id -> when we asked it to update
+        self._ours = {}          # stack id -> traversal of our update
         self._cohorts = {}       # target id -> lb_drain.Cohort of its Start
         self._open_cohorts = {}  # policy id -> its latest Cohort
         self._restore_after = {}  # target id -> when to try its restore
@@ -390,14 +390,17 @@ class RecoveryLoop(recreate.RecreateStages):
     def _updating(self, policy):
         """Whether the update running on the policy's stack is ours.
 
-        Asked by this engine within the policy's node_update_timeout, or
-        still awaited by a target of the policy.
+        Ours when its traversal is the one this engine saw start, or the
+        one a target of the policy stored as still awaited. Being asked
+        lately is not enough: a user's update may have superseded ours.
         """
-        asked = self._asked.get(policy.stack_id)
-        if asked is not None and self._clock() < asked + datetime.timedelta(
-                seconds=max(policy.spec.grace, MIN_VERIFY_SECONDS)):
+        current = self.replacer.traversal(policy.stack_id)
+        if current is None:
+            return False
+        if self._ours.get(policy.stack_id) == current:
             return True
-        return any((t.recovery or {}).get('stage') == recreate.UPDATING
+        return any((t.recovery or {}).get('stage') == recreate.UPDATING and
+                   t.recovery.get('update_traversal') == current
                    for t in self.tracker.targets_of(policy.id))
 
     @staticmethod

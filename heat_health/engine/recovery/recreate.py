@@ -216,20 +216,24 @@ class RecreateStages(object):
         if not batch:
             return
         try:
-            found = self._update(policy, batch[0][0])
+            found, traversal = self._update(policy, batch[0][0])
         except Exception as e:
-            found = e
+            found, traversal = e, None
         for target, recovery in batch:
             if isinstance(found, Exception):
                 self._failed(policy, target, 'heat-engine did not update '
                              'the stack: %s' % found)
             elif found is not None:
-                recovery['updated_stack'] = found
+                recovery.update(updated_stack=found,
+                                update_traversal=traversal)
                 self.tracker.store_columns(target, {'recovery': recovery})
 
     def _update(self, policy, target):
-        """The stack heat-engine updates, or None if it did not answer."""
-        self._asked[policy.stack_id] = self._clock()
+        """(the stack heat-engine updates, that update's traversal).
+
+        (None, None) if heat-engine did not answer; a traversal of None
+        if it could not be read: that update is then not known as ours.
+        """
         try:
             updated = self.replacer.update_target(
                 policy.stack_id, target.stack_id, target.resource_name)
@@ -238,9 +242,17 @@ class RecreateStages(object):
             LOG.warning('heat-engine did not answer the update replacing '
                         '%(p)s in time: %(e)s', {'p': target.path, 'e': e})
             updated = None
+        traversal = None
+        if updated is not None:
+            try:
+                traversal = self.replacer.traversal(updated)
+            except Exception as e:
+                LOG.warning('Could not read which update of stack %(s)s '
+                            'runs: %(e)s', {'s': updated, 'e': e})
+            self._ours[updated] = traversal
         if self.on_update is not None:
             self.on_update()
-        return updated
+        return updated, traversal
 
     def _recreate_update(self, policy, target, recovery):
         old = recovery.get('old_server_id') or target.server_id
