@@ -5,6 +5,7 @@ owner and parent resource, the root's user_creds shared) without running
 their create, which would need a heat-engine answering RPC.
 """
 
+import datetime
 import threading
 from unittest import mock
 
@@ -20,6 +21,10 @@ from heat.objects import stack as stack_object
 from heat.objects import stack_lock as stack_lock_object
 from heat.rpc import client as rpc_client
 from heat.tests import utils
+from keystoneauth1 import access
+from keystoneauth1.identity import access as access_plugin
+from oslo_config import cfg
+from oslo_utils import timeutils
 
 from heat_health.engine import heat_locks
 from heat_health.engine.recovery import heat_replace
@@ -385,6 +390,39 @@ class TestUpdateTarget(ReplacerTestCase):
     def setUp(self):
         super(TestUpdateTarget, self).setUp()
         self.root = self._stack('top', GROUPS, create=False)
+        self.logins = []
+        self._trust_token(hours=1)
+
+    def _trust_token(self, hours):
+        """Keystone answers a trust login with a token of ``hours``."""
+        expires = timeutils.utcnow() + datetime.timedelta(hours=hours)
+        self.body = {'token': {
+            'expires_at': expires.strftime('%Y-%m-%dT%H:%M:%S.000000Z'),
+            'methods': ['password'], 'catalog': [],
+            'user': {'id': 'trustee-id', 'name': 'heat',
+                     'domain': {'id': 'default', 'name': 'Default'}},
+            'project': {'id': 'tenant-1', 'name': 'demo',
+                        'domain': {'id': 'default', 'name': 'Default'}},
+            'roles': [{'id': 'r1', 'name': 'member'}],
+            'OS-TRUST:trust': {'id': 'atrust'}}}
+
+        def plugin(conf, group, trust_id=None):
+            # As keystoneauth's: one login, then its token is kept.
+            kept = []
+
+            def get_access(session, **kwargs):
+                if not kept:
+                    self.logins.append(trust_id)
+                    kept.append(access.create(body=self.body,
+                                              auth_token='trust-token'))
+                return kept[0]
+            return mock.Mock(get_access=mock.Mock(side_effect=get_access))
+        self.patchobject(heat_context.ks_loading,
+                         'load_auth_from_conf_options', side_effect=plugin)
+        cfg.CONF.set_override('auth_uri', 'http://127.0.0.1:5000/v3',
+                              group='clients_keystone')
+        self.addCleanup(cfg.CONF.clear_override, 'auth_uri',
+                        group='clients_keystone')
 
     def _group(self, name):
         return self._stack('top-%s-abc' % name, MEMBERS, owner=self.root,
@@ -395,12 +433,22 @@ class TestUpdateTarget(ReplacerTestCase):
         self.update.assert_called_once_with(
             mock.ANY, dict(stack.identifier()), None, {}, {}, EXISTING)
         ctxt = self.update.call_args[0][0]
-        self.assertIsInstance(ctxt, heat_context.StoredContext)
         self.assertFalse(ctxt.is_admin)
-        self.assertEqual(('atrust', 'owner-id'),
-                         (ctxt.trust_id, ctxt.trustor_user_id))
-        # The owner's kept context: sent, it needs no login of its own.
-        self.assertIs(ctxt, self.replacer._stored_context(stack.id))
+        # The token of the owner's trust, which heat-engine reuses for
+        # every step of the update: no login of its own.
+        self.assertEqual((None, 'trust-token', self.body),
+                         (ctxt.trust_id, ctxt.auth_token,
+                          ctxt.auth_token_info))
+        self.assertEqual(('tenant-1', 'trustee-id', ['member']),
+                         (ctxt.project_id, ctxt.user_id, ctxt.roles))
+        received = heat_context.RequestContext.from_dict(ctxt.to_dict())
+        self.assertIsInstance(received.auth_plugin,
+                              access_plugin.AccessInfoPlugin)
+        self.assertEqual('trust-token', received.auth_plugin.get_token(
+            received.keystone_session))
+        self.assertNotEqual(self.replacer._stored_context(
+            stack.id).request_id, ctxt.request_id)
+        self.assertEqual(['atrust'], self.logins)
 
     def test_resource_group_member_updates_its_own_stack(self):
         group = self._group('rg')
@@ -409,6 +457,25 @@ class TestUpdateTarget(ReplacerTestCase):
         self._updated(group)
         self.assertEqual(group.id, self.replacer.stack_to_update(
             self.root.id, group.id, '0'))
+
+    def test_each_update_of_an_owner_reuses_its_login(self):
+        group = self._group('rg')
+        self.replacer.update_target(self.root.id, group.id, '0')
+        self.replacer.update_target(self.root.id, group.id, '1')
+        self.assertEqual(2, self.update.call_count)
+        self.assertEqual(['atrust'], self.logins)
+
+    def test_a_token_near_its_end_sends_the_trust(self):
+        # heat-engine would act on it for the whole update: it logs in
+        # through the trust instead, as for its own updates.
+        self._trust_token(hours=0.25)
+        group = self._group('rg')
+        self.replacer.update_target(self.root.id, group.id, '0')
+        ctxt = self.update.call_args[0][0]
+        self.assertIsInstance(ctxt, heat_context.StoredContext)
+        self.assertEqual(('atrust', 'owner-id'),
+                         (ctxt.trust_id, ctxt.trustor_user_id))
+        self.assertIs(ctxt, self.replacer._stored_context(group.id))
 
     def test_resource_group_member_updates_the_root_if_so_set(self):
         self.replacer = heat_replace.HeatReplacer(

@@ -41,6 +41,9 @@ LOG = logging.getLogger(__name__)
 # Seconds a stack's stored context, and with it one trust-scoped token for
 # Nova and Octavia alike, is kept.
 CONTEXT_SECONDS = 600
+# An update is sent with the owner's trust-scoped token while the token
+# has this long to live; heat-engine acts on it for the whole update.
+UPDATE_TOKEN_SECONDS = 1800
 
 # replacement_update_stack: the stack holding the resource, or the root.
 OWN, ROOT = 'own', 'root'
@@ -139,6 +142,32 @@ def _stack_state(context, stack_id):
     if row is None or row.deleted_at is not None:
         raise exception.EntityNotFound(entity='Stack', name=stack_id)
     return row
+
+
+def _token_context(stored):
+    """The owner's stored context as the trust-scoped token it holds.
+
+    heat-engine makes a context of its own from the one an update is sent
+    with, for each step of the update. From a trust it logs in for each
+    (a new token, which Nova and Octavia validate again): seven logins
+    per member stack replaced. From a token and its data, as an API
+    request or Aodh's trust notifier sends, it reuses the token. The
+    same trust and roles either way; the stored context is sent as it is
+    when its token has less than UPDATE_TOKEN_SECONDS to live.
+    """
+    access = stored.auth_plugin.get_access(stored.keystone_session)
+    if access.will_expire_soon(UPDATE_TOKEN_SECONDS):
+        return stored
+    values = stored.to_dict()
+    del values['request_id']        # a request of its own
+    values.update(
+        auth_token=access.auth_token, auth_token_info=access._data,
+        trust_id=None, trustor_user_id=None, password=None,
+        user_id=access.user_id, project_id=access.project_id,
+        user_domain_id=access.user_domain_id,
+        project_domain_id=access.project_domain_id,
+        roles=access.role_names)
+    return heat_context.RequestContext.from_dict(values)
 
 
 def _resource_type(ctxt, stack, resource_name):
@@ -374,11 +403,9 @@ class HeatReplacer(object):
                  'with existing to replace %(res)s of stack %(holder)s',
                  {'stack': target.name, 'id': target.id,
                   'res': resource_name, 'holder': stack_id})
-        # Sending a stored context reads its roles and domains from
-        # Keystone (a trust-scoped login) unless it has them already.
         self._engine.update_stack(
-            self._context_of(target, stack.stored_context), identity,
-            None, {}, {}, {heat_rpc_api.PARAM_EXISTING: True})
+            _token_context(self._context_of(target, stack.stored_context)),
+            identity, None, {}, {}, {heat_rpc_api.PARAM_EXISTING: True})
         return target.id
 
     def replaced(self, stack_id, resource_name, old_physical_id):
