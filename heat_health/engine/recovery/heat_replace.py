@@ -21,6 +21,7 @@ import time
 
 from heat.common import context as heat_context
 from heat.common import exception
+from heat.common import identifier
 from heat.db import api as heat_db
 from heat.db import models as heat_models
 from heat.engine.resources.aws.autoscaling import autoscaling_group
@@ -94,13 +95,9 @@ def _reader():
     return heat_context.get_admin_context()
 
 
-def _stack_row(ctxt, stack_id, template=False):
-    """The stack's row; with its template only for loading the stack.
-
-    Heat's own read joins the template in and decodes it: most of the
-    cost of the rows recovery reads at every pass.
-    """
-    row = stack_object.Stack.get_by_id(ctxt, stack_id, eager_load=template)
+def _stack_row(ctxt, stack_id):
+    """The stack's object, its template joined in, for loading the stack."""
+    row = stack_object.Stack.get_by_id(ctxt, stack_id, eager_load=True)
     if row is None:
         raise exception.EntityNotFound(entity='Stack', name=stack_id)
     return row
@@ -133,11 +130,17 @@ def _named_rows(context, stack_id, resource_name):
 
 @heat_db.context_manager.reader
 def _stack_state(context, stack_id):
-    """A stack not deleted, with only its name, state and traversal read."""
+    """A stack not deleted: only the columns recovery reads of it.
+
+    Heat's own read makes a versioned object of every column, several
+    times per recovery step; its template is only read to load a stack.
+    """
     model = heat_models.Stack
     row = context.session.query(model).options(orm.load_only(
-        model.id, model.name, model.action, model.status,
-        model.current_traversal, model.deleted_at)).filter_by(
+        model.id, model.name, model.tenant, model.owner_id,
+        model.parent_resource_name, model.action, model.status,
+        model.current_traversal, model.raw_template_id,
+        model.user_creds_id, model.deleted_at)).filter_by(
             id=stack_id).first()
     if row is None or row.deleted_at is not None:
         raise exception.EntityNotFound(entity='Stack', name=stack_id)
@@ -227,7 +230,7 @@ class HeatReplacer(object):
     @staticmethod
     def _load(ctxt, stack_id, load_template=True):
         """The stack, acting with its stored (owner's) context."""
-        return parser.Stack.load(ctxt, stack=_stack_row(ctxt, stack_id, True),
+        return parser.Stack.load(ctxt, stack=_stack_row(ctxt, stack_id),
                                  use_stored_context=True,
                                  load_template=load_template)
 
@@ -341,11 +344,11 @@ class HeatReplacer(object):
 
     def _rows_to_update(self, ctxt, root_stack_id, stack_id, resource_name):
         """(root row, row of the stack whose update replaces the resource)."""
-        root = _stack_row(ctxt, root_stack_id)
+        root = _stack_state(ctxt, root_stack_id)
         if stack_id == root_stack_id:
             _current_row(ctxt, root, resource_name)
             return root, root
-        holder = _stack_row(ctxt, stack_id)
+        holder = _stack_state(ctxt, stack_id)
         _current_row(ctxt, holder, resource_name)
         if self._update_own or self._group_sized_by_members(ctxt, holder):
             return root, holder
@@ -362,7 +365,7 @@ class HeatReplacer(object):
         """
         _refuse_unless_updatable(stack)
         while stack.id != root.id and stack.owner_id is not None:
-            stack = _stack_row(ctxt, stack.owner_id)
+            stack = _stack_state(ctxt, stack.owner_id)
             _refuse_unless_updatable(stack)
 
     def stack_to_update(self, root_stack_id, stack_id, resource_name):
@@ -397,15 +400,17 @@ class HeatReplacer(object):
         root, target = self._rows_to_update(ctxt, root_stack_id, stack_id,
                                             resource_name)
         self._refuse_unless_tree_updatable(ctxt, root, target)
-        stack = parser.Stack.load(ctxt, stack=target, load_template=False)
-        identity = dict(stack.identifier())
+        identity = dict(identifier.HeatIdentifier(target.tenant, target.name,
+                                                  target.id))
         LOG.info('Asking heat-engine to update stack %(stack)s (%(id)s) '
                  'with existing to replace %(res)s of stack %(holder)s',
                  {'stack': target.name, 'id': target.id,
                   'res': resource_name, 'holder': stack_id})
+        stored = self._context_of(target, lambda: self._load(
+            _reader(), target.id, load_template=False).context)
         self._engine.update_stack(
-            _token_context(self._context_of(target, stack.stored_context)),
-            identity, None, {}, {}, {heat_rpc_api.PARAM_EXISTING: True})
+            _token_context(stored), identity, None, {}, {},
+            {heat_rpc_api.PARAM_EXISTING: True})
         return target.id
 
     def replaced(self, stack_id, resource_name, old_physical_id):
@@ -434,7 +439,7 @@ class HeatReplacer(object):
             raise ValueError('Event status %s is not one of %s' %
                              (status, ', '.join(EVENT_STATUSES)))
         ctxt = _reader()
-        stack = _stack_row(ctxt, stack_id)
+        stack = _stack_state(ctxt, stack_id)
         if resource_name == stack.name:
             LOG.warning('No event recorded for %(res)s: it is named like '
                         'its stack', {'res': resource_name})
@@ -466,7 +471,7 @@ class HeatReplacer(object):
             found = self._contexts.get(creds)
         if until > now and found is not None and found[1] > now:
             return found[0]
-        row = _stack_row(_reader(), stack_id)
+        row = _stack_state(_reader(), stack_id)
         return self._context_of(row, lambda: self._load(
             _reader(), stack_id, load_template=False).context)
 
@@ -529,7 +534,7 @@ class HeatReplacer(object):
         the trust id: do not log it.
         """
         ctxt = _reader()
-        row = _stack_row(ctxt, stack_id, True)
+        row = _stack_row(ctxt, stack_id)
         stack = parser.Stack.load(ctxt, stack=row, load_template=False)
         stored = stack.stored_context()
         return {'stack_id': row.id,
