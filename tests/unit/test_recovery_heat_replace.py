@@ -24,6 +24,7 @@ from heat.tests import utils
 from keystoneauth1 import access
 from keystoneauth1.identity import access as access_plugin
 from oslo_config import cfg
+from oslo_utils import importutils
 from oslo_utils import timeutils
 
 from heat_health.engine import heat_locks
@@ -419,10 +420,13 @@ class TestUpdateTarget(ReplacerTestCase):
             return mock.Mock(get_access=mock.Mock(side_effect=get_access))
         self.patchobject(heat_context.ks_loading,
                          'load_auth_from_conf_options', side_effect=plugin)
-        cfg.CONF.set_override('auth_uri', 'http://127.0.0.1:5000/v3',
-                              group='clients_keystone')
-        self.addCleanup(cfg.CONF.clear_override, 'auth_uri',
-                        group='clients_keystone')
+        # Keystone's address as configured, without asking Keystone.
+        importutils.import_module('keystonemiddleware.auth_token')
+        cfg.CONF.set_override('www_authenticate_uri',
+                              'http://127.0.0.1:5000/v3',
+                              group='keystone_authtoken')
+        self.addCleanup(cfg.CONF.clear_override, 'www_authenticate_uri',
+                        group='keystone_authtoken')
 
     def _group(self, name):
         return self._stack('top-%s-abc' % name, MEMBERS, owner=self.root,
