@@ -19,7 +19,11 @@ Passes follow each other every ``PASS_SECONDS``, and every
 ``BUSY_PASS_SECONDS`` while a stack action works on a load balancer's
 targets or any stack of their tree (a replacement waiting for its
 address, a departure being deleted, a scale-out): the pool changes as
-soon as the server does, not at the next pass. Recovery nudges the
+soon as the server does, not at the next pass. A change waits a moment
+(``JOIN_SECONDS`` at most) for the other new servers of the targets that
+are still being built: servers made together, as the replacements of a
+failure that took several, join in one batch instead of each waiting for
+Octavia to apply the batch before. Recovery nudges the
 follower when it asks for a stack update, and passes come as often for
 ``NUDGE_SECONDS`` after, before Heat shows the update. A pass that finds
 nothing changed asks neither Nova nor Octavia. The update is
@@ -51,6 +55,9 @@ PASS_SECONDS = 2.0
 # Seconds between two passes while a stack action works on the targets
 # of a load balancer this engine follows.
 BUSY_PASS_SECONDS = 0.25
+# Most seconds a change of a pool waits for new servers of its targets
+# that Nova is still building, to send them all in one batch.
+JOIN_SECONDS = 0.5
 # Seconds of busy passes after a nudge: heat-engine answers an update
 # before its stacks show it.
 NUDGE_SECONDS = 5.0
@@ -120,6 +127,7 @@ class MemberFollower(object):
         self._resolver = targets_mod.Resolver()
         self._clients = {}   # stack id -> (client, expiry)
         self._pending = set()  # resource ids whose batch Octavia applies
+        self._holding = {}     # resource id -> since when a change waits
         self._busy = False     # a stack action works on followed targets
         self._nudged = None    # when recovery last asked for an update
         self._wake = threading.Event()
@@ -185,7 +193,10 @@ class MemberFollower(object):
         return found[0]
 
     def _wanted(self, ctxt, lb, leaving=frozenset()):
-        """{server id: address} and {server id: path} of the targets now.
+        """What the pool should hold now.
+
+        ({server id: address}, {server id: path}, the new servers Nova is
+        still building, with no address yet).
 
         Servers in ``leaving`` (their departure is being deleted) are left
         out, and never kept for a replacement.
@@ -206,11 +217,12 @@ class MemberFollower(object):
                  if s in paths and m.get('address')}
         unknown = set(paths) - set(known)
         if not unknown:
-            return known, paths
+            return known, paths, frozenset()
         replaced = {m['path']: s for s, m in stored.items()
                     if s not in paths and s not in leaving and
                     m.get('path') and m.get('address')}
         listed = self._list_servers(unknown | set(replaced.values()))
+        building = set()
         for server_id in unknown:
             server = listed.get(server_id)
             address = None
@@ -220,18 +232,42 @@ class MemberFollower(object):
             if address:
                 known[server_id] = address
                 continue
+            if server is not None and server.status == 'BUILD':
+                building.add(server_id)
             old = replaced.get(paths[server_id])
             if old is not None and old in listed and \
                     listed[old].status not in GONE:
                 known[old] = stored[old]['address']
                 paths[old] = paths[server_id]
-        return known, paths
+        return known, paths, frozenset(building)
+
+    def _waits(self, lb, building):
+        """Whether a change waits for the new servers still being built.
+
+        Only for JOIN_SECONDS from the first pass that held it: a server
+        that stays in BUILD holds nothing for long.
+        """
+        if not building or lb.id in self._pending:
+            self._holding.pop(lb.id, None)
+            return False
+        now = self._clock()
+        since = self._holding.setdefault(lb.id, now)
+        if now - since < JOIN_SECONDS:
+            self._busy = True
+            return True
+        return False
 
     def _follow(self, ctxt, lb, leaving=frozenset()):
         data = lb.data
-        wanted, paths = self._wanted(ctxt, lb, leaving)
+        wanted, paths, building = self._wanted(ctxt, lb, leaving)
         stored = {s: m['address'] for s, m in data['members'].items()}
         if lb.id not in self._pending and wanted == stored:
+            self._holding.pop(lb.id, None)
+            return
+        if self._waits(lb, building):
+            LOG.debug('Members of load balancer %(name)s wait for %(n)d '
+                      'servers being built', {'name': lb.name,
+                                              'n': len(building)})
             return
         pool = lb_members.PoolMembers(self._client(lb.stack_id),
                                       data['pool_id'])
@@ -253,6 +289,7 @@ class MemberFollower(object):
                 for member in current:
                     pool.client.member_delete(data['pool_id'], member['id'])
             self._pending.add(lb.id)
+            self._holding.pop(lb.id, None)
             LOG.info('Members of load balancer %(name)s (stack %(stack)s) '
                      'sent: %(n)d servers', {'name': lb.name,
                                              'stack': lb.stack_id,

@@ -41,7 +41,8 @@ class WantedTest(unittest.TestCase):
                                 'path': 'web/0'},
                         'other': {'member_id': 'm2', 'address': '10.0.1.6',
                                   'path': 'web/1'}}})
-        return follower._wanted(None, lb, leaving)
+        wanted, paths, self.building = follower._wanted(None, lb, leaving)
+        return wanted, paths
 
     def test_the_old_member_stays_until_its_replacement_is_plugged_in(self):
         places = {'new': 'web/0', 'other': 'web/1'}
@@ -53,6 +54,15 @@ class WantedTest(unittest.TestCase):
         wanted, _ = self._wanted(places, {
             'new': _server('ACTIVE', '10.0.1.7'), 'old': _server('ACTIVE')})
         self.assertEqual({'new': '10.0.1.7', 'other': '10.0.1.6'}, wanted)
+
+    def test_a_new_server_without_an_address_yet_is_being_built(self):
+        places = {'new': 'web/0', 'other': 'web/1'}
+        self._wanted(places, {'new': _server('BUILD')})
+        self.assertEqual({'new'}, self.building)
+        # Plugged in, or failed: nothing to wait for.
+        for server in (_server('BUILD', '10.0.1.7'), _server('ERROR')):
+            self._wanted(places, {'new': server})
+            self.assertEqual(frozenset(), self.building)
 
     def test_a_stack_action_on_the_targets_makes_passes_follow_closely(
             self):

@@ -76,7 +76,59 @@ class DrainedMembersTest(base.HeatHealthTestCase):
         wanted = {'s1': '10.0.0.5', 's2': '10.0.0.6', 's3': '10.0.0.7'}
         lb = lb_follow.LoadBalancer(1, 'lb-uuid', 'stack', 'lb', DATA)
         with mock.patch.object(follower, '_wanted',
-                               return_value=(wanted, {})):
+                               return_value=(wanted, {}, frozenset())):
             follower._follow(None, lb)
         self.assertEqual({'10.0.0.5': 0, '10.0.0.6': 1, '10.0.0.7': 1},
                          {m['address']: m['weight'] for m in fake.members})
+
+
+class JoinTogetherTest(base.HeatHealthTestCase):
+    """Servers built together join the pool in one batch."""
+
+    def setUp(self):
+        super(JoinTogetherTest, self).setUp()
+        self.setup_health_db()
+        self.now = [100.0]
+        self.fake = fake_octavia.FakeOctavia()
+        self.fake.members = [
+            dict(fake_octavia._member('10.0.0.5', weight=0), id='a',
+                 name='s1'),
+            dict(fake_octavia._member('10.0.0.6', weight=0), id='b',
+                 name='s2')]
+        self.follower = lb_follow.MemberFollower(
+            lambda stack_id: _api(self.fake), list_servers=lambda ids: {},
+            clock=lambda: self.now[0])
+        self.lb = lb_follow.LoadBalancer(1, 'lb-uuid', 'stack', 'lb', DATA)
+
+    def _pass(self, wanted, building):
+        with mock.patch.object(self.follower, '_wanted', return_value=(
+                wanted, {}, frozenset(building))):
+            self.follower._follow(None, self.lb)
+        return sorted(m['address'] for m in self.fake.members)
+
+    def _sent(self):
+        return [r for r in self.fake.requests if r[0] == 'PUT']
+
+    def test_a_replacement_waits_for_its_sibling_being_built(self):
+        # s3 replaces s1 and has its address; s4, replacing s2, is built.
+        first = {'s3': '10.0.0.7', 's2': '10.0.0.6'}
+        self.assertEqual(['10.0.0.5', '10.0.0.6'], self._pass(first, {'s4'}))
+        self.now[0] += lb_follow.JOIN_SECONDS / 2
+        self._pass(first, {'s4'})
+        self.assertEqual([], self._sent())
+        # s4 has its address: both swaps in one batch.
+        self.now[0] += 0.1
+        both = {'s3': '10.0.0.7', 's4': '10.0.0.8'}
+        self.assertEqual(['10.0.0.7', '10.0.0.8'], self._pass(both, ()))
+        self.assertEqual(1, len(self._sent()))
+
+    def test_a_server_that_stays_in_build_holds_the_pool_briefly(self):
+        first = {'s3': '10.0.0.7', 's2': '10.0.0.6'}
+        self._pass(first, {'s4'})
+        self.now[0] += lb_follow.JOIN_SECONDS
+        self.assertEqual(['10.0.0.6', '10.0.0.7'], self._pass(first, {'s4'}))
+        self.assertEqual(1, len(self._sent()))
+
+    def test_nothing_waits_when_nothing_else_is_built(self):
+        self.assertEqual(['10.0.0.6', '10.0.0.7'], self._pass(
+            {'s3': '10.0.0.7', 's2': '10.0.0.6'}, ()))
