@@ -21,10 +21,11 @@ targets or any stack of their tree (a replacement waiting for its
 address, a departure being deleted, a scale-out): the pool changes as
 soon as the server does, not at the next pass. A change waits a moment
 (``JOIN_SECONDS`` at most) for the other new servers of the targets that
-are still being built: servers made together, as the replacements of a
-failure that took several, join in one batch instead of each waiting for
-Octavia to apply the batch before. Recovery nudges the
-follower when it asks for a stack update, and passes come as often for
+are on their way (being built, or in a place Heat is replacing now):
+servers made together, as the replacements of a failure that took
+several, join in one batch instead of each waiting for Octavia to apply
+the batch before. Recovery nudges the follower when it asks for a stack
+update, and passes come as often for
 ``NUDGE_SECONDS`` after, before Heat shows the update. A pass that finds
 nothing changed asks neither Nova nor Octavia. The update is
 level-triggered and the same from any engine: engines place
@@ -56,7 +57,7 @@ PASS_SECONDS = 2.0
 # of a load balancer this engine follows.
 BUSY_PASS_SECONDS = 0.25
 # Most seconds a change of a pool waits for new servers of its targets
-# that Nova is still building, to send them all in one batch.
+# on their way (being built, or about to be), to send them in one batch.
 JOIN_SECONDS = 0.5
 # Seconds of busy passes after a nudge: heat-engine answers an update
 # before its stacks show it.
@@ -195,8 +196,9 @@ class MemberFollower(object):
     def _wanted(self, ctxt, lb, leaving=frozenset()):
         """What the pool should hold now.
 
-        ({server id: address}, {server id: path}, the new servers Nova is
-        still building, with no address yet).
+        ({server id: address}, {server id: path}, the servers whose
+        successors are on their way: new servers Nova is still building,
+        with no address yet, and servers of places Heat is replacing now).
 
         Servers in ``leaving`` (their departure is being deleted) are left
         out, and never kept for a replacement.
@@ -215,14 +217,17 @@ class MemberFollower(object):
         stored = lb.data['members']
         known = {s: m['address'] for s, m in stored.items()
                  if s in paths and m.get('address')}
+        # A stack action works on these places: their replacement may get
+        # its address in a moment (Heat creates it first).
+        building = {p['server_id'] for key, p in resolved.places.items()
+                    if key in resolved.busy and p['server_id'] in known}
         unknown = set(paths) - set(known)
         if not unknown:
-            return known, paths, frozenset()
+            return known, paths, frozenset(building)
         replaced = {m['path']: s for s, m in stored.items()
                     if s not in paths and s not in leaving and
                     m.get('path') and m.get('address')}
         listed = self._list_servers(unknown | set(replaced.values()))
-        building = set()
         for server_id in unknown:
             server = listed.get(server_id)
             address = None

@@ -61,7 +61,8 @@ class HealthEngineService(service.Service):
         self._recovery = recovery_loop.RecoveryLoop(
             self.engine_id, self._monitor.tracker, replacer,
             blind=self._monitor.blind,
-            drainer=lb_drain.Drainer(replacer.octavia_client))
+            drainer=lb_drain.Drainer(replacer.octavia_client),
+            background_events=True)
         self._monitor.tracker.on_failure = self._recovery.wake
         # Pools follow their groups between stack updates.
         self._follower = lb_follow.MemberFollower(

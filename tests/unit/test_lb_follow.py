@@ -64,6 +64,13 @@ class WantedTest(unittest.TestCase):
             self._wanted(places, {'new': server})
             self.assertEqual(frozenset(), self.building)
 
+    def test_a_place_heat_is_replacing_has_a_server_on_its_way(self):
+        places = {'old': 'web/0', 'other': 'web/1'}
+        self._wanted(places, {}, busy={('nested', 'web/0')})
+        self.assertEqual({'old'}, self.building)
+        self._wanted(places, {})
+        self.assertEqual(frozenset(), self.building)
+
     def test_a_stack_action_on_the_targets_makes_passes_follow_closely(
             self):
         places = {'new': 'web/0', 'other': 'web/1'}

@@ -347,3 +347,51 @@ class RestoreTest(unittest.TestCase):
         recovery._restore(_policy(), target, step)
         self.assertEqual(2, drainer.restores)
         self.assertTrue(target.recovery['restored'])
+
+
+class BlockedEventsReplacer(FakeReplacer):
+    """Heat's event table answers only once released."""
+
+    def __init__(self):
+        super(BlockedEventsReplacer, self).__init__()
+        self.release = threading.Event()
+        self.events = []
+
+    def record_event(self, stack_id, name, reason, status=None):
+        self.release.wait(10)
+        self.events.append(reason)
+
+
+class HeatEventsTest(unittest.TestCase):
+    """A step's line in Heat's event list never holds up its effect."""
+
+    def setUp(self):
+        stored = types.SimpleNamespace(enabled=True, suspended=False,
+                                       paused=None, parsed=_policy().spec)
+        patcher = mock.patch.object(policy_object.Policy, 'get',
+                                    return_value=stored)
+        patcher.start()
+        self.addCleanup(patcher.stop)
+        self.replacer = BlockedEventsReplacer()
+        self.recovery = loop.RecoveryLoop(
+            'engine', FakeTracker(), self.replacer,
+            actions=lambda stack_id: None, conf=cfg.CONF,
+            background_events=True)
+        self.recovery.timeline.heat_events.start()
+        self.addCleanup(self.replacer.release.set)
+
+    def test_the_update_is_asked_before_heat_shows_the_mark(self):
+        target = _target('intent')
+        self.recovery._advance(_policy(), target, None)
+        self.recovery._replace_marked(_policy(),
+                                      planner.ReplaceMarked([target]))
+        self.assertEqual(['0'], self.replacer.marks)
+        self.assertEqual(['nested'], self.replacer.updates)
+        self.assertEqual([], self.replacer.events)
+        # Stopping writes what was queued, in the order of the steps.
+        self.replacer.release.set()
+        self.recovery.stop()
+        self.assertEqual(2, len(self.replacer.events))
+        self.assertIn('marked CHECK_FAILED', self.replacer.events[0])
+        self.assertIn('stack update (existing) requested',
+                      self.replacer.events[1])

@@ -113,12 +113,15 @@ class RecoveryLoop(recreate.RecreateStages):
     :param drainer: a lb_drain.Drainer, or None not to drain members.
     :param executor: runs the steps (``submit``); a pool of
         ``max_concurrent_recoveries`` threads by default.
+    :param background_events: Heat's events written on a thread of their
+        own once started (timeline.EventWriter), not by each step.
     """
 
     def __init__(self, engine_id, tracker, replacer,
                  blind=lambda policy_id: None,
                  actions=None, drainer=None, conf=cfg.CONF,
-                 clock=timeutils.utcnow, executor=None):
+                 clock=timeutils.utcnow, executor=None,
+                 background_events=False):
         self.engine_id = engine_id
         self.tracker = tracker
         self.replacer = replacer
@@ -141,6 +144,7 @@ class RecoveryLoop(recreate.RecreateStages):
         self._lock = threading.Lock()
         self._running = {}       # target id -> (policy id, step type)
         self.timeline = timeline.Timeline(engine_id, replacer, clock)
+        self._background_events = background_events
         self._nova_errors = {}   # policy id -> (reason, until)
         self._ours = {}          # stack id -> traversal of our update
         self._cohorts = {}       # target id -> lb_drain.Cohort of its Start
@@ -157,6 +161,8 @@ class RecoveryLoop(recreate.RecreateStages):
     # Running
 
     def start(self):
+        if self._background_events:
+            self.timeline.heat_events.start()
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name='heat-health-recovery-loop')
         self._thread.start()
@@ -167,6 +173,8 @@ class RecoveryLoop(recreate.RecreateStages):
         if self._thread is not None:
             self._thread.join(timeout=30)
         self._pool.shutdown(wait=True, cancel_futures=True)
+        # After the steps: the events they queued are written.
+        self.timeline.heat_events.stop()
 
     def wake(self, gather=True):
         """A pass soon.
