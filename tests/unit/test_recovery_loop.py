@@ -98,16 +98,20 @@ def _target(stage, index=0, stack_id='nested', **recovery):
                       old_server_id='old', step=0))
 
 
+def _store_enabled(test):
+    """The policy as stored: enabled, not suspended or paused."""
+    stored = types.SimpleNamespace(enabled=True, suspended=False,
+                                   paused=None, parsed=_policy().spec)
+    patcher = mock.patch.object(policy_object.Policy, 'get',
+                                return_value=stored)
+    patcher.start()
+    test.addCleanup(patcher.stop)
+
+
 class RecreateTest(unittest.TestCase):
 
     def setUp(self):
-        # Stored enabled, not suspended or paused.
-        stored = types.SimpleNamespace(enabled=True, suspended=False,
-                                       paused=None, parsed=_policy().spec)
-        patcher = mock.patch.object(policy_object.Policy, 'get',
-                                    return_value=stored)
-        patcher.start()
-        self.addCleanup(patcher.stop)
+        _store_enabled(self)
 
     def _loop(self, replacer):
         self.tracker = FakeTracker()
@@ -366,12 +370,7 @@ class HeatEventsTest(unittest.TestCase):
     """A step's line in Heat's event list never holds up its effect."""
 
     def setUp(self):
-        stored = types.SimpleNamespace(enabled=True, suspended=False,
-                                       paused=None, parsed=_policy().spec)
-        patcher = mock.patch.object(policy_object.Policy, 'get',
-                                    return_value=stored)
-        patcher.start()
-        self.addCleanup(patcher.stop)
+        _store_enabled(self)
         self.replacer = BlockedEventsReplacer()
         self.recovery = loop.RecoveryLoop(
             'engine', FakeTracker(), self.replacer,
