@@ -247,10 +247,11 @@ class MemberFollower(object):
         return known, paths, frozenset(building)
 
     def _waits(self, lb, building):
-        """Whether a change waits for the new servers still being built.
+        """Whether a change waits for the new servers on their way.
 
         Only for JOIN_SECONDS from the first pass that held it: a server
-        that stays in BUILD holds nothing for long.
+        that stays in BUILD, or a place Heat keeps working on, holds
+        nothing for long.
         """
         if not building or lb.id in self._pending:
             self._holding.pop(lb.id, None)
@@ -271,8 +272,8 @@ class MemberFollower(object):
             return
         if self._waits(lb, building):
             LOG.debug('Members of load balancer %(name)s wait for %(n)d '
-                      'servers being built', {'name': lb.name,
-                                              'n': len(building)})
+                      'servers on their way', {'name': lb.name,
+                                               'n': len(building)})
             return
         pool = lb_members.PoolMembers(self._client(lb.stack_id),
                                       data['pool_id'])
