@@ -205,3 +205,95 @@ def test_listener_survives_errors_in_observe():
     assert [(o.verdict, o.reason) for o in seen] == [
         (obs.UNHEALTHY, 'Nova notification instance.pause.end'),
         (obs.HEALTHY, 'Nova notification instance.unpause.end')]
+
+
+def message(event_type, payload):
+    return {'event_type': event_type, 'payload': payload,
+            'metadata': {'message_id': 'm', 'timestamp': SENT}}
+
+
+class Clock(object):
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def endpoint(watched, clock=None):
+    seen = []
+    kept = le.Unwatched(clock=clock or Clock())
+    return le._Endpoint(seen.append, watched.__contains__, kept), seen
+
+
+def test_news_of_a_server_another_engine_just_started_watching_is_kept():
+    """Its failure is seen once this engine's index knows the server."""
+    watched = set()
+    found, seen = endpoint(watched)
+    found.info([message('instance.power_off.end',
+                        versioned('stopped', uuid=OTHER))])
+    assert seen == []
+    watched.add(OTHER)
+    found.watched_changed()
+    assert [(o.server_id, o.verdict, o.observed_at) for o in seen] == [
+        (OTHER, obs.UNHEALTHY, datetime.datetime(2026, 11, 22, 12, 0, 1,
+                                                 250000))]
+    # Handled once.
+    found.watched_changed()
+    assert len(seen) == 1
+
+
+def test_news_of_servers_nobody_watches_is_forgotten_after_a_while():
+    clock = Clock()
+    watched = set()
+    found, seen = endpoint(watched, clock)
+    found.info([message('instance.power_off.end',
+                        versioned('stopped', uuid=OTHER))])
+    clock.now += 5
+    found.info([message('instance.pause.end',
+                        versioned('paused', uuid=SERVER))])
+    found.watched_changed()
+    clock.now += le.KEEP_UNWATCHED_SECONDS - 4
+    watched.update([OTHER, SERVER])
+    found.watched_changed()
+    # The first is too old by now; the second was not.
+    assert [(o.server_id, o.reason) for o in seen] == [
+        (SERVER, 'Nova notification instance.pause.end')]
+
+
+def test_news_set_aside_while_what_is_watched_changes_is_not_lost():
+    """The change and its look at what was kept come between the listener
+    thread's lookup and its keeping the news."""
+    watched = set()
+    found = None
+
+    def is_watched(server_id):
+        answer = server_id in watched
+        if server_id == OTHER and not answer and OTHER not in changed:
+            changed.add(OTHER)
+            watched.add(OTHER)
+            found.watched_changed()     # the monitor, on its own thread
+        return answer
+
+    changed = set()
+    seen = []
+    found = le._Endpoint(seen.append, is_watched, le.Unwatched(clock=Clock()))
+    found.info([message('instance.power_off.end',
+                        versioned('stopped', uuid=OTHER))])
+    assert [(o.server_id, o.verdict) for o in seen] == [
+        (OTHER, obs.UNHEALTHY)]
+
+
+def test_only_the_newest_news_of_unwatched_servers_is_kept():
+    watched = set()
+    seen = []
+    found = le._Endpoint(seen.append, watched.__contains__,
+                         le.Unwatched(size=2, clock=Clock()))
+    for state in ('paused', 'stopped', 'error'):
+        found.info([message('instance.update',
+                            versioned(state, uuid=OTHER))])
+    watched.add(OTHER)
+    found.watched_changed()
+    assert [o.reason for o in seen] == [
+        'Nova notification instance.update (vm_state stopped)',
+        'Nova notification instance.update (vm_state error)']

@@ -8,12 +8,18 @@ with pools of their own keep getting all of them (Senlin gave each cluster
 a listener in one shared pool, so listeners took each other's events).
 
 Most notifications concern servers nobody watches: the instance id is read
-first and the notification dropped unless ``is_watched`` says otherwise.
+first and the notification set aside unless ``is_watched`` says otherwise.
+What is set aside is kept a few seconds: an engine learns of the servers
+another engine has just started to watch at its next read of the index, and
+news of them that reaches it before that is handled then, not lost.
 """
+
+import collections
 
 import datetime
 import re
 import threading
+import time
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -41,6 +47,12 @@ _FAILING_ACTIONS = ('create', 'rebuild', 'reboot', 'power_on', 'resume',
 # vm_state of instance.update that means the server is not running.
 _UNHEALTHY_STATES = frozenset(['error', 'stopped', 'paused', 'suspended',
                                'deleted', 'soft-delete'])
+
+# Seconds and number of notifications about servers not known to be
+# watched that are kept for when they are: more than the few ticks an
+# engine's index can lag behind another engine's new targets.
+KEEP_UNWATCHED_SECONDS = 10.0
+MAX_UNWATCHED = 5000
 
 EVENT_TYPES = re.compile(
     r'^(%s)?instance\.(update|(%s)\.end|(%s)\.end|(%s)\.error)$' % (
@@ -127,34 +139,102 @@ def to_observation(event_type, payload, metadata, is_watched):
                            obs.LIFECYCLE_EVENTS, notification_time(metadata))
 
 
+class Unwatched(object):
+    """Notifications about servers not known to be watched, for a while.
+
+    Kept as received (the payload is read only if its server turns out to
+    be watched); the oldest go first when there are too many. ``changes``
+    counts the changes of what is watched, so that a listener thread that
+    set news aside while one happened looks at what was kept once more.
+    """
+
+    def __init__(self, seconds=KEEP_UNWATCHED_SECONDS, size=MAX_UNWATCHED,
+                 clock=time.monotonic):
+        self._seconds = seconds
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._kept = collections.deque(maxlen=size)
+        self.changes = 0
+
+    def changed(self):
+        with self._lock:
+            self.changes += 1
+
+    def keep(self, server_id, message):
+        with self._lock:
+            self._kept.append((self._clock(), server_id, message))
+
+    def release(self, is_watched):
+        """The messages kept about servers watched now, oldest first."""
+        oldest = self._clock() - self._seconds
+        with self._lock:
+            kept, self._kept = self._kept, collections.deque(
+                maxlen=self._kept.maxlen)
+            found = []
+            for item in kept:
+                at, server_id, message = item
+                if at < oldest:
+                    continue
+                if is_watched(server_id):
+                    found.append(message)
+                else:
+                    self._kept.append(item)
+        return found
+
+
 class _Endpoint(object):
     """Takes notifications in batches: fewer hand-offs between threads."""
 
     filter_rule = oslo_messaging.NotificationFilter(
         event_type=EVENT_TYPES.pattern)
 
-    def __init__(self, observe, is_watched):
+    def __init__(self, observe, is_watched, unwatched=None):
         self._observe = observe
         self._is_watched = is_watched
+        self._unwatched = unwatched or Unwatched()
         self._count_lock = threading.Lock()
         self.handled = 0
 
     def info(self, messages):
         with self._count_lock:
             self.handled += len(messages)
+        changes = self._unwatched.changes
+        kept = False
         for message in messages:
-            try:
-                found = to_observation(message['event_type'],
-                                       message['payload'],
-                                       message['metadata'],
-                                       self._is_watched)
-                if found is not None:
-                    self._observe(found)
-            except Exception:
-                # Acknowledged anyway: a notification that breaks us once
-                # would break us on every redelivery.
-                LOG.exception('Handling Nova notification %s failed',
-                              message.get('event_type'))
+            server_id = instance_id(message['payload'])
+            if server_id is None:
+                continue
+            if self._is_watched(server_id):
+                self._handle(message)
+            else:
+                self._unwatched.keep(server_id, message)
+                kept = True
+        if kept and self._unwatched.changes != changes:
+            # What is watched changed while these were set aside, maybe
+            # after the last look at what was kept.
+            self._release()
+
+    def watched_changed(self):
+        """``is_watched`` answers anew: handle what was kept for that."""
+        self._unwatched.changed()
+        self._release()
+
+    def _release(self):
+        for message in self._unwatched.release(self._is_watched):
+            self._handle(message)
+
+    def _handle(self, message):
+        try:
+            found = to_observation(message['event_type'],
+                                   message['payload'], message['metadata'],
+                                   self._is_watched)
+            if found is not None:
+                self._observe(found)
+        except Exception:
+            # Acknowledged anyway: a notification that breaks us once
+            # would break us on every redelivery.
+            LOG.exception('Handling Nova notification %s failed',
+                          message.get('event_type'))
 
     error = info
     warn = info
@@ -204,6 +284,14 @@ class LifecycleListener(object):
     def handled(self):
         """Notifications of the types that matter handled so far."""
         return self._endpoint.handled
+
+    def watch(self, server_ids=None):
+        """What is watched changed: news kept of those now watched is handled.
+
+        ``is_watched`` already answers for the new set; ``server_ids`` is
+        for listeners in other processes (listener_workers).
+        """
+        self._endpoint.watched_changed()
 
     def start(self):
         if self._listener is None:

@@ -214,6 +214,7 @@ def worker_main(argv):
 
     out_lock = threading.Lock()
     watched = [frozenset()]
+    listener = None
 
     def write(line):
         with out_lock:
@@ -226,6 +227,8 @@ def worker_main(argv):
         message = json.loads(line)
         if 'watch' in message:
             watched[0] = frozenset(message['watch'])
+            if listener is not None:
+                listener.watch()
 
     # The engine sends what is watched first: nothing is taken off the
     # queue before that is known.

@@ -293,6 +293,11 @@ class Monitor(object):
             self.tracker.observe_all(polled[start:start + POLLED_BATCH])
 
     def _send_watched(self):
+        """Tell the listener what is watched now.
+
+        Its workers filter with the set; every listener handles then the
+        news it set aside about servers it did not know to be watched.
+        """
         watch = getattr(self._listener, 'watch', None)
         if watch is None:
             return
