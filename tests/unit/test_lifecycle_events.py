@@ -262,8 +262,10 @@ def test_news_of_servers_nobody_watches_is_forgotten_after_a_while():
 
 
 def test_news_set_aside_while_what_is_watched_changes_is_not_lost():
-    """The change and its look at what was kept come between the listener
-    thread's lookup and its keeping the news."""
+    """A change comes between a listener thread's lookup and its keeping.
+
+    The monitor's look at what was kept then finds nothing yet.
+    """
     watched = set()
     found = None
 
