@@ -167,6 +167,23 @@ class RecreateTest(unittest.TestCase):
         self.assertEqual(states.UNHEALTHY, target.state)
         self.assertIn('superseded', self.tracker.steps[-1][2])
 
+    def test_a_mark_wakes_the_pass_that_asks_for_its_update_once_done(self):
+        # A pass woken while the marking step still runs finds its target
+        # busy and leaves the update to the pass after, a tick later.
+        self.recovery = self._loop(FakeReplacer())
+        target = _target('intent')
+        wakes = []
+        self.recovery.wake = lambda gather=True: wakes.append(
+            (gather, target.id in self.recovery._running))
+        self.recovery._running[target.id] = (_policy().id, planner.Advance)
+        self.recovery._carry_out(_policy(), planner.Advance(target))
+        self.assertEqual('marked', target.recovery['stage'])
+        self.assertEqual([(False, False)], wakes)
+        # Its next step, already marked, wakes no pass of its own.
+        self.recovery._running[target.id] = (_policy().id, planner.Advance)
+        self.recovery._carry_out(_policy(), planner.Advance(target))
+        self.assertEqual([(False, False)], wakes)
+
     def test_intent_marks_then_updates(self):
         replacer = FakeReplacer()
         self.recovery = self._loop(replacer)

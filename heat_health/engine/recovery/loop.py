@@ -143,6 +143,8 @@ class RecoveryLoop(recreate.RecreateStages):
             thread_name_prefix='heat-health-recovery')
         self._lock = threading.Lock()
         self._running = {}       # target id -> (policy id, step type)
+        # Targets whose step reached a stage the next pass carries on.
+        self._wake_when_done = set()
         self.timeline = timeline.Timeline(engine_id, replacer, clock)
         self._background_events = background_events
         self._nova_errors = {}   # policy id -> (reason, until)
@@ -335,7 +337,20 @@ class RecoveryLoop(recreate.RecreateStages):
             with self._lock:
                 for target_id in ids:
                     self._running.pop(target_id, None)
+                woken = self._wake_when_done.intersection(ids)
+                self._wake_when_done.difference_update(woken)
             self._end_steps(ids)
+            if woken:
+                self.wake(gather=False)
+
+    def _wake_after_step(self, target):
+        """A pass as soon as the target's running step has ended.
+
+        Not before: a pass while the step runs finds the target busy and
+        leaves its next step to the pass after, a tick later.
+        """
+        with self._lock:
+            self._wake_when_done.add(target.id)
 
     def _stack_nova(self, stack_id):
         """Nova as the stack's owner, kept a while for its token.

@@ -35,8 +35,8 @@ MAX_UPDATES = 3
 class RecreateStages(object):
     """RECREATE's stages.
 
-    The loop provides tracker, replacer, timeline, ``_failed`` and
-    ``_saw_nova_error``.
+    The loop provides tracker, replacer, timeline, ``_failed``,
+    ``_saw_nova_error`` and ``_wake_after_step``.
     """
 
     def _store_stage(self, target, recovery, reason):
@@ -149,7 +149,7 @@ class RecreateStages(object):
         """Marked: waits for the stack update it shares with the others."""
         recovery.update(stage=MARKED, marked_at=self._clock().isoformat())
         if self._store_stage(target, recovery, reason):
-            self.wake(gather=False)
+            self._wake_after_step(target)
 
     def _replace_marked(self, policy, step):
         """One stack update for the targets marked in each stack.
