@@ -299,3 +299,10 @@ def test_only_the_newest_news_of_unwatched_servers_is_kept():
     assert [o.reason for o in seen] == [
         'Nova notification instance.update (vm_state stopped)',
         'Nova notification instance.update (vm_state error)']
+
+
+def test_a_message_without_a_payload_does_not_stop_the_batch():
+    found, seen = endpoint({SERVER})
+    found.info([{'event_type': 'instance.pause.end', 'metadata': {}},
+                message('instance.pause.end', versioned('paused'))])
+    assert [o.server_id for o in seen] == [SERVER]

@@ -15,7 +15,6 @@ news of them that reaches it before that is handled then, not lost.
 """
 
 import collections
-
 import datetime
 import re
 import threading
@@ -201,7 +200,7 @@ class _Endpoint(object):
         changes = self._unwatched.changes
         kept = False
         for message in messages:
-            server_id = instance_id(message['payload'])
+            server_id = instance_id(message.get('payload'))
             if server_id is None:
                 continue
             if self._is_watched(server_id):
