@@ -63,6 +63,7 @@ class OctaviaDouble(object):
         self.lbs = {}        # id -> {'provisioning_status', 'until'}
         self.pools = {}      # id -> {'lb': id, 'members': [dict]}
         self.batches = []    # [Batch]
+        self.reads = 0       # member lists served
         self.faults = faults_mod.Faults()
         self.slow = []       # seconds the next changes keep it busy
         self._count = 0
@@ -181,6 +182,7 @@ class _Client(object):
 
     def member_list(self, pool_id, **params):
         self._check(faults_mod.BEFORE, 'member_list', pool_id, True)
+        self._octavia.reads += 1
         members = [dict(m) for m in
                    self._octavia.pools[pool_id]['members']]
         return {'members': members}

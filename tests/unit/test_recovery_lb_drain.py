@@ -285,3 +285,50 @@ def test_a_recovery_started_a_pass_later_joins_an_open_cohort(fake,
     assert _weights(fake) == {'10.0.0.5': 0, '10.0.0.6': 0}
     # Sent: a later recovery starts a cohort of its own.
     assert not cohort.expect(['t3'], now=0.8)
+
+
+def _member_reads(fake):
+    return [r for r in fake.requests if r[0] == 'GET' and
+            r[1].endswith('/members')]
+
+
+def test_a_cohort_reads_each_pool_once_for_all_its_servers(fake, drainer):
+    """Servers that failed together: one read of the pool, not one each."""
+    cohort = lb_drain.Cohort(['t1', 't2'], deadline=10)
+    assert drainer.members('stack', 's1', cohort=(cohort, 0)) == {
+        fake_octavia.POOL: ['10.0.0.5', 5]}
+    assert drainer.members('stack', 's2', cohort=(cohort, 0.3)) == {
+        fake_octavia.POOL: ['10.0.0.6', 1]}
+    assert len(_member_reads(fake)) == 1
+
+
+def test_a_cohort_shares_no_read_once_its_drains_were_sent(fake, drainer):
+    """After the batch, or past the deadline, each weight is read anew."""
+    cohort = lb_drain.Cohort(['t1'], deadline=10)
+    drained = drainer.members('stack', 's1', cohort=(cohort, 0))
+    drainer.drain('stack', drained, settle=False, cohort=(cohort, 't1', 0))
+    reads = len(_member_reads(fake))
+    # s1 drained: read anew, its weight is 0 now and nothing to give back.
+    assert drainer.members('stack', 's1', cohort=(cohort, 0.5)) == {}
+    assert len(_member_reads(fake)) == reads + 1
+    late = lb_drain.Cohort(['t2'], deadline=1)
+    late_reads = len(_member_reads(fake))
+    drainer.members('stack', 's2', cohort=(late, 2))
+    drainer.members('stack', 's2', cohort=(late, 2))
+    assert len(_member_reads(fake)) == late_reads + 2
+
+
+def test_a_failed_cohort_read_is_tried_again_by_the_next(fake, drainer):
+    cohort = lb_drain.Cohort(['t1', 't2'], deadline=10)
+    calls = []
+
+    def failing():
+        calls.append(1)
+        raise lb_members.Busy('no answer')
+
+    with pytest.raises(lb_members.Busy):
+        cohort.listing('pool', failing, 0)
+    assert cohort.listing('pool', lambda: ['read again'], 0) == [
+        'read again']
+    assert cohort.listing('pool', failing, 0) == ['read again']
+    assert calls == [1]

@@ -4,6 +4,7 @@ from novaclient import exceptions as nova_exc
 import pytest
 
 from heat_health.db import api as db_api
+from heat_health.engine.recovery import lb_drain
 from heat_health.engine.recovery import nova_actions
 from heat_health.engine import report
 from tests.simulation import faults
@@ -365,3 +366,22 @@ def test_servers_lost_together_are_drained_in_one_batch(make_world):
                          if b.weights.get(a) == 0) for a in addresses}
     assert len(set(drained_by.values())) == 1, batches
     assert all(e.errors == [] for e in w.engines)
+
+
+def test_servers_lost_together_have_their_pool_read_once(make_world,
+                                                         monkeypatch):
+    """The weights to give back are read in one list of the pool."""
+    w = _recreating_world(make_world, engines=2)
+    reads = []
+    members = lb_drain.Drainer.members
+
+    def counted(drainer, *args, **kwargs):
+        before = w.octavia.reads
+        try:
+            return members(drainer, *args, **kwargs)
+        finally:
+            reads.append(w.octavia.reads - before)
+
+    monkeypatch.setattr(lb_drain.Drainer, 'members', counted)
+    _lose_three_and_heal(w)
+    assert len(reads) == 3 and sum(reads) == 1, reads

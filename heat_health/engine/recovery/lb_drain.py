@@ -81,6 +81,29 @@ class Cohort(object):
         self._weights = []      # [{pool id: [address, 0]}]
         self._deadline = deadline
         self.done = False
+        self._reading = threading.Lock()
+        self._listings = {}     # pool id -> its members as first read
+
+    def listing(self, pool_id, read, now):
+        """The pool's members, read once for the whole cohort.
+
+        Servers that failed together are in the same pools: the first
+        recovery to ask reads each pool, the others share what it read,
+        one Octavia read where there were one per server. Shared only
+        while none of the cohort's drains was sent (and until its
+        deadline), so every weight read is one from before the drains;
+        after that, each reads its own.
+
+        :param read: reads the pool's members now.
+        """
+        with self._reading:
+            with self._lock:
+                if self.done or now >= self._deadline:
+                    return read()
+            found = self._listings.get(pool_id)
+            if found is None:
+                found = self._listings[pool_id] = read()
+            return found
 
     def expect(self, keys, now):
         """More recoveries started: True if they joined (it is open)."""
@@ -277,12 +300,15 @@ class Drainer(object):
                 self._not_yet(lb_id, last, 'did not take the change yet')
             self._sleep(POLL_SECONDS)
 
-    def members(self, stack_id, server_id):
+    def members(self, stack_id, server_id, cohort=None):
         """The server's members now: {pool id: [address, weight]}.
 
         Read before a drain, so that what is to be given back is stored
         before any weight is changed. Members at weight 0 (drained by hand)
         are left out: they are not ours to give back.
+
+        :param cohort: (Cohort, now) of a recovery started with others:
+            each pool is read once for all of them (``Cohort.listing``).
         """
         found = {}
         specs = [s for s in self._specs(stack_id)
@@ -293,7 +319,10 @@ class Drainer(object):
         for spec in specs:
             address = spec['members'][server_id]['address']
             pool = lb_members.PoolMembers(client, spec['pool_id'])
-            for member in pool.list():
+            listed = (pool.list() if cohort is None else
+                      cohort[0].listing(spec['pool_id'], pool.list,
+                                        cohort[1]))
+            for member in listed:
                 weight = member.get('weight', 1)
                 if weight and (member['address'], member['protocol_port']) == (
                         address, spec['protocol_port']):

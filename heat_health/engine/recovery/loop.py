@@ -548,8 +548,12 @@ class RecoveryLoop(recreate.RecreateStages):
             # Heat makes the new server first: the old one serves until
             # the pool swaps them.
             return {}
+        with self._lock:
+            cohort = self._cohorts.get(target.id)
         try:
-            return self._drainer.members(policy.stack_id, target.server_id)
+            return self._drainer.members(
+                policy.stack_id, target.server_id,
+                cohort=cohort and (cohort, self._clock()))
         except Exception as ex:
             self.timeline.lb_event(policy, target, 'DRAINED', (
                 'load balancer members not drained before %s: %s' %
