@@ -40,10 +40,10 @@ from oslo_config import cfg  # noqa: E402
 import oslo_messaging  # noqa: E402
 
 from heat_health.common import nova_adapter  # noqa: E402
-from heat_health.engine.monitor import observation as obs  # noqa: E402
 from heat_health.engine.monitor import tracker as tracker_mod  # noqa: E402
-from heat_health.engine import targets as target_resolution  # noqa: E402
 from heat_health.objects import policy as policy_object  # noqa: E402
+from heat_health.policy import observation as obs  # noqa: E402
+from heat_health.policy import targets as target_resolution  # noqa: E402
 import listener_throughput as throughput  # noqa: E402
 import poll_cost  # noqa: E402
 from tests.functional import cloud as localcloud  # noqa: E402

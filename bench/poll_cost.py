@@ -42,9 +42,9 @@ from heat_health.db import api as db_api  # noqa: E402
 from heat_health.db import models  # noqa: E402
 from heat_health.engine import heat_locks  # noqa: E402
 from heat_health.engine.monitor import nova_status  # noqa: E402
-from heat_health.engine.monitor import observation as obs  # noqa: E402
 from heat_health.engine.monitor import tracker as tracker_mod  # noqa: E402
 from heat_health.engine import partition  # noqa: E402
+from heat_health.policy import observation as obs  # noqa: E402
 from tests.functional import cloud as localcloud  # noqa: E402
 
 BENCH_ENGINE = 'bench-poll-cost'

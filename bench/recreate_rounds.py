@@ -30,7 +30,7 @@ TIMEOUT = 180
 MODES = [{'type': 'LIFECYCLE_EVENTS'}, {'type': 'NODE_STATUS_POLLING'}]
 # Healthy servers beside the failing ones.
 SPARE = 2
-# The policy's default brake (heat_health.engine.policy_spec) and the
+# The policy's default brake (heat_health.policy.spec) and the
 # fewest targets down it needs (planner.BRAKE_MIN_DOWN).
 DEFAULT_BRAKE = 0.55
 BRAKE_MIN_DOWN = 3

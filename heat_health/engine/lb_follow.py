@@ -47,7 +47,7 @@ from oslo_serialization import jsonutils
 from heat_health.common import departures
 from heat_health.common import lb_members
 from heat_health.db import api as db_api
-from heat_health.engine import targets as targets_mod
+from heat_health.policy import targets as targets_mod
 
 LOG = logging.getLogger(__name__)
 

@@ -22,9 +22,9 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from heat_health.engine import place_limits
-from heat_health.engine import targets as target_resolution
 from heat_health.objects import policy as policy_object
 from heat_health.objects import target as target_object
+from heat_health.policy import targets as target_resolution
 
 LOG = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from oslo_versionedobjects import base
 from oslo_versionedobjects import fields
 
 from heat_health.db import api as db_api
-from heat_health.engine import policy_spec
+from heat_health.policy import spec as policy_spec
 
 
 @base.VersionedObjectRegistry.register

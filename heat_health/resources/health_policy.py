@@ -20,10 +20,10 @@ from heat.engine import support
 from oslo_log import log as logging
 import oslo_messaging
 
-from heat_health.engine.monitor import poll_url
-from heat_health.engine import policy_spec
 from heat_health.objects import policy as policy_object
 from heat_health.objects import target as target_object
+from heat_health.policy import poll_url_rules
+from heat_health.policy import spec as policy_spec
 from heat_health.resources import no_adoption
 from heat_health.resources import targeting
 from heat_health.rpc import client as rpc_client
@@ -415,7 +415,7 @@ class HealthPolicy(no_adoption.NoAdoptionMixin, targeting.TargetsMixin,
         if not re.match(r'^https?://', url):
             self._invalid(_('poll_url "%s" must be an http:// or https:// '
                             'URL') % url, *(path + (self.POLL_URL,)))
-        refused = poll_url.poll_url_refusal_at_validation(url)
+        refused = poll_url_rules.poll_url_refusal_at_validation(url)
         if refused:
             self._invalid(refused, *(path + (self.POLL_URL,)))
         pattern = options.get(self.POLL_URL_HEALTHY_RESPONSE)
@@ -427,7 +427,7 @@ class HealthPolicy(no_adoption.NoAdoptionMixin, targeting.TargetsMixin,
                               *(path + (self.POLL_URL_HEALTHY_RESPONSE,)))
             # What the engine matches with: RE2, in linear time.
             try:
-                poll_url.healthy_pattern(pattern)
+                poll_url_rules.healthy_pattern(pattern)
             except ValueError as exc:
                 self._invalid(_('poll_url_healthy_response is not a pattern '
                                 'RE2 can match in linear time (RE2 syntax; '

@@ -29,7 +29,7 @@ from oslo_utils import timeutils
 
 from heat_health.common import departures
 from heat_health.common import lb_members
-from heat_health.engine import targets as target_resolution
+from heat_health.policy import targets as target_resolution
 from heat_health.resources import targeting
 
 LOG = logging.getLogger(__name__)

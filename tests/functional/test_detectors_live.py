@@ -12,8 +12,9 @@ import oslo_messaging
 import pytest
 
 from heat_health.engine.monitor import lifecycle_events
-from heat_health.engine.monitor import observation as obs
 from heat_health.engine.monitor import poll_url
+from heat_health.policy import observation as obs
+from heat_health.policy import poll_url_rules
 from tests.functional import cloud
 from tests.functional import notifications
 
@@ -113,10 +114,11 @@ def test_hang_seen_through_poll_url(admin, server):
     addresses = [a['addr'] for net in server.addresses.values()
                  for a in net]
     target = poll_url.Target(server.id, server.name, addresses)
-    options = {poll_url.POLL_URL: template,
-               poll_url.HEALTHY_RESPONSE: '^ok',
-               poll_url.RETRY_LIMIT: 1, poll_url.RETRY_INTERVAL: 0.5,
-               poll_url.TIMEOUT: 1}
+    options = {poll_url_rules.POLL_URL: template,
+               poll_url_rules.HEALTHY_RESPONSE: '^ok',
+               poll_url_rules.RETRY_LIMIT: 1,
+               poll_url_rules.RETRY_INTERVAL: 0.5,
+               poll_url_rules.TIMEOUT: 1}
     seen = _Observations()
     checker = poll_url.PollUrlChecker(seen.observe, max_workers=4,
                                       allowed_hosts=[host],

@@ -21,13 +21,13 @@ from oslo_config import cfg
 from heat_health.common import config  # noqa: F401  (registers options)
 from heat_health.engine.monitor import monitor as monitor_mod
 from heat_health.engine.monitor import nova_status
-from heat_health.engine.monitor import observation as obs
 from heat_health.engine.monitor import tracker as tracker_mod
-from heat_health.engine import policy_spec
 from heat_health.engine.recovery import lb_drain
 from heat_health.engine.recovery import loop as loop_mod
 from heat_health.objects import policy as policy_object
 from heat_health.objects import target as target_object
+from heat_health.policy import observation as obs
+from heat_health.policy import spec as policy_spec
 from tests.simulation import faults as faults_mod
 
 

@@ -33,7 +33,7 @@ from oslo_db.sqlalchemy import engines as db_engines
 import sqlalchemy
 
 from heat_health.engine.monitor import nova_status
-from heat_health.engine.monitor import observation as obs
+from heat_health.policy import observation as obs
 from tests.simulation import faults as faults_mod
 from tests.simulation import heat_double
 from tests.simulation import invariants

@@ -34,7 +34,7 @@ from heat.common import exception as heat_exc
 import oslo_messaging
 
 from heat_health.engine.recovery import heat_replace
-from heat_health.engine import targets as target_resolution
+from heat_health.policy import targets as target_resolution
 from tests.simulation import faults as faults_mod
 
 SERVER, GROUP, LOAD_BALANCER = ('OS::Nova::Server', 'OS::Heat::ResourceGroup',
@@ -252,7 +252,7 @@ class HeatDouble(object):
         return self.stacks[root_id].action == 'SUSPEND'
 
     def resolution(self, root_id):
-        """What heat_health.engine.targets.Resolver would find now."""
+        """What heat_health.policy.targets.Resolver would find now."""
         return target_resolution.Resolution(
             self.places(root_id), self.busy(root_id),
             self.suspended(root_id), [], None)

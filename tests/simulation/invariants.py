@@ -52,9 +52,9 @@ import json
 from oslo_config import cfg
 
 from heat_health.db import api as db_api
-from heat_health.engine import policy_spec
 from heat_health.engine.recovery import planner
 from heat_health.engine.recovery import timeline
+from heat_health.policy import spec as policy_spec
 
 IN_RECOVERY = frozenset(['RECOVERING', 'VERIFYING'])
 FAILING = frozenset(['SUSPECT', 'UNHEALTHY', 'RECOVERING', 'VERIFYING',

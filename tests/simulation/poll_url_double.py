@@ -10,7 +10,7 @@ unless the world made that policy's URL of that server stop answering
 name, while Nova says the server is ACTIVE and running.
 """
 
-from heat_health.engine.monitor import observation as obs
+from heat_health.policy import observation as obs
 from tests.simulation import nova_double
 
 URL = 'http://{ip}/health'

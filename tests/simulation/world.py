@@ -34,7 +34,7 @@ database API's transaction factory until ``close``.
 import copy
 import inspect
 
-from heat_health.engine.monitor import observation as obs
+from heat_health.policy import observation as obs
 from tests.simulation import clock as clock_mod
 from tests.simulation import database
 from tests.simulation import engine as engine_mod

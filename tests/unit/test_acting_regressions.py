@@ -8,7 +8,7 @@ a brake that never ends, a timeline that tells what did not happen.
 """
 
 
-from heat_health.engine.monitor import observation as obs
+from heat_health.policy import observation as obs
 from tests.simulation import database
 from tests.simulation import faults
 from tests.simulation import heat_double

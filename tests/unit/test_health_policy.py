@@ -11,8 +11,8 @@ from heat.engine import template
 from heat.tests import utils
 import oslo_messaging
 
-from heat_health.engine import policy_spec
 from heat_health.objects import policy as policy_object
+from heat_health.policy import spec as policy_spec
 from heat_health.resources import health_policy
 from heat_health.rpc import client as rpc_client
 from tests.unit import base

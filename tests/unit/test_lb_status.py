@@ -4,7 +4,7 @@ import datetime
 
 from heat_health.common import octavia_adapter
 from heat_health.engine.monitor import lb_status
-from heat_health.engine.monitor import observation as obs
+from heat_health.policy import observation as obs
 
 NOW = datetime.datetime(2026, 11, 23, 12, 0, 0)
 

@@ -8,7 +8,7 @@ import oslo_messaging
 import pytest
 
 from heat_health.engine.monitor import lifecycle_events as le
-from heat_health.engine.monitor import observation as obs
+from heat_health.policy import observation as obs
 
 SERVER = '0b0a6c7e-4a4c-4d53-9a2c-2a1e4c51f0d1'
 OTHER = '7f9a0f55-1111-4c1e-8f52-0dfc8e3b4c2a'

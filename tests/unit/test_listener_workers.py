@@ -13,7 +13,7 @@ import threading
 import time
 
 from heat_health.engine.monitor import listener_workers as lw
-from heat_health.engine.monitor import observation as obs
+from heat_health.policy import observation as obs
 
 SERVER = '0b0a6c7e-4a4c-4d53-9a2c-2a1e4c51f0d1'
 WHEN = datetime.datetime(2026, 11, 22, 12, 0, 1, 250000)

@@ -20,7 +20,7 @@ from octaviaclient.api.v2 import octavia as octavia_api
 from oslo_serialization import jsonutils
 
 from heat_health.common import lb_members
-from heat_health.engine import targets
+from heat_health.policy import targets
 from heat_health import resources
 from heat_health.resources import load_balancer
 from tests.unit import base

@@ -9,8 +9,8 @@ from heat_health.common import nova_adapter
 from heat_health.db import api as db_api
 from heat_health.db import models
 from heat_health.engine.monitor import monitor
-from heat_health.engine import policy_spec
-from heat_health.engine import targets
+from heat_health.policy import spec as policy_spec
+from heat_health.policy import targets
 from tests.unit import base
 from tests.unit import test_monitor_nova_status as fakes
 

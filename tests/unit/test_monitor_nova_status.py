@@ -4,7 +4,7 @@ import datetime
 
 from heat_health.common import nova_adapter
 from heat_health.engine.monitor import nova_status
-from heat_health.engine.monitor import observation as obs
+from heat_health.policy import observation as obs
 from tests.unit import base
 
 T0 = datetime.datetime(2026, 1, 1, 12, 0, 0)

@@ -3,9 +3,9 @@ the pure rule that moves a target between states."""
 
 import datetime
 
-from heat_health.engine.monitor import observation as obs
 from heat_health.engine.monitor import states
-from heat_health.engine import policy_spec
+from heat_health.policy import observation as obs
+from heat_health.policy import spec as policy_spec
 
 T0 = datetime.datetime(2026, 11, 22, 12, 0, 0)
 MODES = [obs.NODE_STATUS_POLLING, obs.LIFECYCLE_EVENTS]

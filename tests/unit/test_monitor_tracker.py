@@ -13,10 +13,10 @@ import sqlalchemy as sa
 
 from heat_health.db import api as db_api
 from heat_health.db import models
-from heat_health.engine.monitor import observation as obs
 from heat_health.engine.monitor import tracker
 from heat_health.engine.monitor import watched
-from heat_health.engine import targets
+from heat_health.policy import observation as obs
+from heat_health.policy import targets
 from tests.unit import base
 
 POLL = obs.NODE_STATUS_POLLING

@@ -7,9 +7,10 @@ import time
 
 import pytest
 
-from heat_health.engine.monitor import observation as obs
 from heat_health.engine.monitor import poll_url
-from heat_health.engine.monitor import poll_url_guard
+from heat_health.policy import observation as obs
+from heat_health.policy import poll_url_guard
+from heat_health.policy import poll_url_rules
 
 SERVER = '0b0a6c7e-4a4c-4d53-9a2c-2a1e4c51f0d1'
 
@@ -71,10 +72,10 @@ TARGET = poll_url.Target(SERVER, 'web-0', ['10.0.0.5', 'fd00::5'])
 
 
 def _options(url, **extra):
-    options = {poll_url.POLL_URL: url,
-               poll_url.HEALTHY_RESPONSE: r'status: ok|^ok$',
-               poll_url.RETRY_LIMIT: 0, poll_url.RETRY_INTERVAL: 0,
-               poll_url.TIMEOUT: 1}
+    options = {poll_url_rules.POLL_URL: url,
+               poll_url_rules.HEALTHY_RESPONSE: r'status: ok|^ok$',
+               poll_url_rules.RETRY_LIMIT: 0, poll_url_rules.RETRY_INTERVAL: 0,
+               poll_url_rules.TIMEOUT: 1}
     options.update(extra)
     return options
 
@@ -119,8 +120,8 @@ def test_retries_then_unhealthy(web, checker):
     del _Handler.requests[:]
     started = time.monotonic()
     found = checker.check(TARGET, _options(
-        web + '/broken', **{poll_url.RETRY_LIMIT: 2,
-                            poll_url.RETRY_INTERVAL: 0.2}))
+        web + '/broken', **{poll_url_rules.RETRY_LIMIT: 2,
+                            poll_url_rules.RETRY_INTERVAL: 0.2}))
     assert found.verdict == obs.UNHEALTHY
     assert '(3 attempts)' in found.reason
     assert _Handler.requests == ['/broken'] * 3
@@ -130,7 +131,7 @@ def test_retries_then_unhealthy(web, checker):
 def test_hang_times_out_as_unhealthy(web, checker):
     started = time.monotonic()
     found = checker.check(TARGET, _options(
-        web + '/hang', **{poll_url.TIMEOUT: 0.3}))
+        web + '/hang', **{poll_url_rules.TIMEOUT: 0.3}))
     assert found.verdict == obs.UNHEALTHY
     assert 'no answer within 0.3s' in found.reason
     assert time.monotonic() - started < 2
@@ -141,7 +142,7 @@ def test_hang_times_out_as_unhealthy(web, checker):
 def test_connection_refused(checker, as_unhealthy, verdict):
     url = 'http://127.0.0.1:%d/health' % _free_port()
     found = checker.check(TARGET, _options(
-        url, **{poll_url.CONN_ERROR_AS_UNHEALTHY: as_unhealthy}))
+        url, **{poll_url_rules.CONN_ERROR_AS_UNHEALTHY: as_unhealthy}))
     assert found.verdict == verdict
     assert 'connection failed' in found.reason
 
@@ -260,13 +261,13 @@ def test_checker_reads_allowed_networks_and_refuses(web):
 
 def test_empty_healthy_pattern_is_refused(web, checker):
     found = checker.check(TARGET, _options(
-        web + '/health', **{poll_url.HEALTHY_RESPONSE: ''}))
+        web + '/health', **{poll_url_rules.HEALTHY_RESPONSE: ''}))
     assert found.verdict == obs.UNKNOWN
 
 
 def _without_pattern(url):
     options = _options(url)
-    del options[poll_url.HEALTHY_RESPONSE]
+    del options[poll_url_rules.HEALTHY_RESPONSE]
     return options
 
 
@@ -279,7 +280,7 @@ def test_without_pattern_any_2xx_is_healthy(web, checker, path, verdict):
     found = checker.check(TARGET, _without_pattern(web + path))
     assert found.verdict == verdict
     options = dict(_without_pattern(web + path),
-                   **{poll_url.HEALTHY_RESPONSE: None})
+                   **{poll_url_rules.HEALTHY_RESPONSE: None})
     assert checker.check(TARGET, options).verdict == verdict
 
 
@@ -290,7 +291,7 @@ CATASTROPHIC = r'(a+)+$'
 
 def test_matching_takes_linear_time():
     started = time.monotonic()
-    pattern = poll_url.healthy_pattern(CATASTROPHIC)
+    pattern = poll_url_rules.healthy_pattern(CATASTROPHIC)
     assert pattern.search('a' * 100000 + 'b') is None
     assert time.monotonic() - started < 2
     assert pattern.search('a' * 100000) is not None
@@ -299,7 +300,7 @@ def test_matching_takes_linear_time():
 def test_check_with_catastrophic_pattern_answers_at_once(web, checker):
     started = time.monotonic()
     found = checker.check(TARGET, _options(
-        web + '/aaa', **{poll_url.HEALTHY_RESPONSE: CATASTROPHIC}))
+        web + '/aaa', **{poll_url_rules.HEALTHY_RESPONSE: CATASTROPHIC}))
     assert time.monotonic() - started < 2
     assert found.verdict == obs.UNHEALTHY
     assert 'without' in found.reason
@@ -308,26 +309,27 @@ def test_check_with_catastrophic_pattern_answers_at_once(web, checker):
 @pytest.mark.parametrize('pattern', [r'(a)\1', r'ok(?=!)', r'(?<!n)ok'])
 def test_patterns_re2_cannot_match_are_errors(pattern):
     with pytest.raises(ValueError):
-        poll_url.healthy_pattern(pattern)
+        poll_url_rules.healthy_pattern(pattern)
 
 
 def test_stored_pattern_re2_cannot_match_is_refused(web, checker):
     """Never matched with Python's re instead: the check is refused."""
     del _Handler.requests[:]
     found = checker.check(TARGET, _options(
-        web + '/health', **{poll_url.HEALTHY_RESPONSE: r'(ok)\1'}))
+        web + '/health', **{poll_url_rules.HEALTHY_RESPONSE: r'(ok)\1'}))
     assert found.verdict == obs.UNKNOWN
     assert 'not RE2 syntax' in found.reason
     assert _Handler.requests == []
 
 
 def test_template_expands_only_its_variables():
-    assert poll_url.expand('http://{ip}:80/{id}/{name}', TARGET) == (
+    assert poll_url_rules.expand('http://{ip}:80/{id}/{name}', TARGET) == (
         'http://10.0.0.5:80/%s/web-0' % SERVER)
     six = poll_url.Target('s', 'a b/c', ['fd00::5'])
-    assert poll_url.expand('http://{ip}/{name}', six) == (
+    assert poll_url_rules.expand('http://{ip}/{name}', six) == (
         'http://[fd00::5]/a%20b%2Fc')
-    assert poll_url.expand('http://{ip}/{host}{id.__class__}', TARGET) == (
+    assert poll_url_rules.expand('http://{ip}/{host}{id.__class__}',
+                                 TARGET) == (
         'http://10.0.0.5/{host}{id.__class__}')
 
 
@@ -349,9 +351,9 @@ def test_template_against_the_server(web, checker):
 
 
 def test_submit_returns_at_once_and_skips_a_running_check(web, checker):
-    options = _options(web + '/hang', **{poll_url.TIMEOUT: 0.5,
-                                         poll_url.RETRY_LIMIT: 1,
-                                         poll_url.RETRY_INTERVAL: 0.2})
+    options = _options(web + '/hang', **{poll_url_rules.TIMEOUT: 0.5,
+                                         poll_url_rules.RETRY_LIMIT: 1,
+                                         poll_url_rules.RETRY_INTERVAL: 0.2})
     started = time.monotonic()
     assert checker.submit(TARGET, options)
     assert time.monotonic() - started < 0.1
@@ -375,9 +377,9 @@ def test_hung_servers_do_not_starve_the_others(web, checker):
 
     Two workers, both hung servers between attempts.
     """
-    hung = _options(web + '/hang', **{poll_url.TIMEOUT: 0.3,
-                                      poll_url.RETRY_LIMIT: 3,
-                                      poll_url.RETRY_INTERVAL: 0.5})
+    hung = _options(web + '/hang', **{poll_url_rules.TIMEOUT: 0.3,
+                                      poll_url_rules.RETRY_LIMIT: 3,
+                                      poll_url_rules.RETRY_INTERVAL: 0.5})
     for n in range(2):
         checker.submit(poll_url.Target('hung-%d' % n, 'h', []), hung)
     time.sleep(0.4)
@@ -420,7 +422,7 @@ def test_errors_in_observe_are_contained(web):
     ('ftp://{ip}/', 'not http or https'),
 ])
 def test_templates_refused_at_validation(template, refusal):
-    found = poll_url.poll_url_refusal_at_validation(template)
+    found = poll_url_rules.poll_url_refusal_at_validation(template)
     if refusal is None:
         assert found is None
     else:

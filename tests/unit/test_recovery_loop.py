@@ -9,11 +9,11 @@ from oslo_config import cfg
 
 from heat_health.common import config  # noqa: F401
 from heat_health.engine.monitor import states
-from heat_health.engine import policy_spec
 from heat_health.engine.recovery import heat_replace
 from heat_health.engine.recovery import loop
 from heat_health.engine.recovery import planner
 from heat_health.objects import policy as policy_object
+from heat_health.policy import spec as policy_spec
 
 
 class FakeReplacer(object):

@@ -5,8 +5,8 @@ import types
 import unittest
 
 from heat_health.engine.monitor import states
-from heat_health.engine import policy_spec
 from heat_health.engine.recovery import planner
+from heat_health.policy import spec as policy_spec
 
 NOW = datetime.datetime(2026, 11, 23, 12, 0, 0)
 
@@ -260,18 +260,18 @@ class VerifyingTransitionTest(unittest.TestCase):
     """What the tracker's rule does with a recovery's states."""
 
     def _verdicts(self, verdict):
-        from heat_health.engine.monitor import observation as obs
+        from heat_health.policy import observation as obs
         return {obs.NODE_STATUS_POLLING: obs.Observation(
             's1', verdict, 'Nova status', obs.NODE_STATUS_POLLING, NOW)}
 
     def test_recovering_ignores_verdicts(self):
-        from heat_health.engine.monitor import observation as obs
+        from heat_health.policy import observation as obs
         spec = _policy().spec
         self.assertEqual(states.NOTHING, states.transition(
             states.RECOVERING, self._verdicts(obs.HEALTHY), NOW, spec))
 
     def test_verifying_needs_the_success_threshold(self):
-        from heat_health.engine.monitor import observation as obs
+        from heat_health.policy import observation as obs
         spec = _policy({'success_threshold': 2}).spec
         healthy = self._verdicts(obs.HEALTHY)
         self.assertIsNone(states.transition(
@@ -285,7 +285,7 @@ class VerifyingTransitionTest(unittest.TestCase):
             spec).decision)
 
     def test_gave_up_ends_only_when_healthy(self):
-        from heat_health.engine.monitor import observation as obs
+        from heat_health.policy import observation as obs
         spec = _policy().spec
         self.assertIsNone(states.transition(
             states.GAVE_UP, self._verdicts(obs.UNHEALTHY), NOW,
@@ -295,7 +295,7 @@ class VerifyingTransitionTest(unittest.TestCase):
             spec).decision.state)
 
     def test_verifying_needs_every_detector_to_agree(self):
-        from heat_health.engine.monitor import observation as obs
+        from heat_health.policy import observation as obs
         spec = policy_spec.PolicySpec.parse({
             'targets': ['g'], 'detection': {'detection_modes': [
                 {'type': 'LIFECYCLE_EVENTS'},

@@ -20,8 +20,8 @@ from heat_health.db import migration
 from heat_health.engine import endpoint
 from heat_health.engine import partition
 from heat_health.engine import registry
-from heat_health.engine import targets
 from heat_health.objects import policy as policy_object
+from heat_health.policy import targets
 from tests.unit import base
 from tests.unit import test_migrations
 

@@ -6,8 +6,8 @@ from oslo_utils import timeutils
 
 from heat_health.db import api as db_api
 from heat_health.db import models
-from heat_health.engine.monitor import observation as obs
 from heat_health.engine.monitor import routing
+from heat_health.policy import observation as obs
 from tests.unit import base
 
 T0 = datetime.datetime(2026, 1, 1, 12, 0, 0)

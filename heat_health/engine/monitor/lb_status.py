@@ -23,7 +23,7 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from heat_health.common import octavia_adapter
-from heat_health.engine.monitor import observation as obs
+from heat_health.policy import observation as obs
 
 LOG = logging.getLogger(__name__)
 

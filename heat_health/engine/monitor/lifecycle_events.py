@@ -26,7 +26,7 @@ import oslo_messaging
 from oslo_utils import timeutils
 
 from heat_health.common import config
-from heat_health.engine.monitor import observation as obs
+from heat_health.policy import observation as obs
 
 LOG = logging.getLogger(__name__)
 

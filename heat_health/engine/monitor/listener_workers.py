@@ -28,7 +28,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from heat_health.engine.monitor import lifecycle_events
-from heat_health.engine.monitor import observation as obs
+from heat_health.policy import observation as obs
 
 LOG = logging.getLogger(__name__)
 

@@ -27,13 +27,13 @@ from heat_health.engine.monitor import lb_status
 from heat_health.engine.monitor import lifecycle_events
 from heat_health.engine.monitor import listener_workers
 from heat_health.engine.monitor import nova_status
-from heat_health.engine.monitor import observation as obs
 from heat_health.engine.monitor import poll_url
 from heat_health.engine.monitor import routing
 from heat_health.engine.monitor import tracker as tracker_mod
-from heat_health.engine import policy_spec
 from heat_health.engine import registry as registry_mod
 from heat_health.objects import target as target_object
+from heat_health.policy import observation as obs
+from heat_health.policy import spec as policy_spec
 
 LOG = logging.getLogger(__name__)
 

@@ -7,8 +7,9 @@ a worker, and each project has at most its share of the workers
 (``[heat_health] poll_url_max_workers_per_project``): one tenant's hung
 servers never hold up the others' checks.
 
-The URL is a tenant's template; once expanded it is parsed once and its
-host checked (``poll_url_guard``): one of the target server's own
+The URL is a tenant's template, expanded by the rules the plugin also
+validates with (``heat_health.policy.poll_url_rules``); once expanded it
+is parsed once and its host checked (``poll_url_guard``): one of the target server's own
 addresses or a host the operator allows, within the networks the operator
 names; the fetch (``poll_url_fetch``) then connects to that checked
 address only, within one deadline for the whole answer.
@@ -23,41 +24,20 @@ the policy's id.
 import collections
 from concurrent import futures
 import heapq
-import ipaddress
-import re
 import threading
 import time
-from urllib import parse
 
 from oslo_config import cfg
 from oslo_log import log as logging
 from oslo_utils import timeutils
-import re2
 
 from heat_health.common import config
-from heat_health.engine.monitor import observation as obs
 from heat_health.engine.monitor import poll_url_fetch as fetch
-from heat_health.engine.monitor import poll_url_guard as guard
+from heat_health.policy import observation as obs
+from heat_health.policy import poll_url_guard as guard
+from heat_health.policy import poll_url_rules as rules
 
 LOG = logging.getLogger(__name__)
-
-OPTIONS = (POLL_URL, SSL_VERIFY, CONN_ERROR_AS_UNHEALTHY, HEALTHY_RESPONSE,
-           RETRY_LIMIT, RETRY_INTERVAL, TIMEOUT) = (
-    'poll_url', 'poll_url_ssl_verify', 'poll_url_conn_error_as_unhealthy',
-    'poll_url_healthy_response', 'poll_url_retry_limit',
-    'poll_url_retry_interval', 'poll_url_timeout')
-"""Options of a NODE_STATUS_POLL_URL detection mode (Senlin's names)."""
-
-DEFAULTS = {
-    SSL_VERIFY: True,
-    CONN_ERROR_AS_UNHEALTHY: True,
-    RETRY_LIMIT: 3,
-    RETRY_INTERVAL: 3,
-    TIMEOUT: 5,
-}
-
-TEMPLATE_VARIABLES = ('ip', 'name', 'id')
-_VARIABLE = re.compile(r'\{(%s)\}' % '|'.join(TEMPLATE_VARIABLES))
 
 # Enough of a health page to find the healthy pattern in.
 MAX_BODY = 64 * 1024
@@ -65,96 +45,11 @@ MAX_BODY = 64 * 1024
 # Refusals remembered so as to warn once each (cleared past this many).
 MAX_WARNED = 10000
 
-# RE2 would also write a bad pattern's error to stderr: it is reported with
-# the check or the validation instead.  A pattern and its matching state get
-# 1 MiB (RE2's default is 8 MiB): plenty for a health page, and the compiled
-# patterns RE2 caches stay small.
-_RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.log_errors = False
-_RE2_OPTIONS.max_mem = 1 << 20
-
 Target = collections.namedtuple(
     'Target', ['server_id', 'name', 'addresses', 'policy_id', 'project_id'],
     defaults=(None, None))
 """A server to check: its id, name and IP addresses (strings), and the
 policy (and its project) whose check it is."""
-
-# What validation expands a template with: any server's values parse the
-# same way (a documentation address, a quoted name, a UUID).
-_SAMPLE = {'ip': '192.0.2.1', 'name': 'name',
-           'id': '00000000-0000-0000-0000-000000000000'}
-
-
-def _ip(address):
-    try:
-        return ipaddress.ip_address(str(address).strip('[]'))
-    except ValueError:
-        return None
-
-
-def expand(template, target):
-    """The poll URL of target: the template with its variables expanded.
-
-    {ip} is its first IPv4 address, else its first address; {name} and
-    {id} its name and id.  Nothing else is expanded.
-    """
-    addresses = list(target.addresses or [])
-    ips = [a for a in addresses if _ip(a) is not None]
-    ip = next((a for a in ips if _ip(a).version == 4),
-              ips[0] if ips else '')
-    if _ip(ip) is not None and _ip(ip).version == 6:
-        ip = '[%s]' % ip
-    values = {'ip': ip, 'name': parse.quote(target.name or '', safe=''),
-              'id': target.server_id}
-    return _VARIABLE.sub(lambda m: values[m.group(1)], template)
-
-
-def healthy_pattern(pattern):
-    """pattern compiled by RE2, which matches in time linear in the body.
-
-    With Python's ``re`` a pattern such as ``(a+)+$`` takes exponential
-    time on a body of a's and holds a worker for good.  RE2 has no
-    backreferences or lookaround: such a pattern is an error here, never
-    matched some other way.
-
-    :raises ValueError: RE2 cannot compile pattern; the message says why.
-    """
-    try:
-        return re2.compile(pattern, _RE2_OPTIONS)
-    except re2.error as error:
-        reason = error.args[0] if error.args else ''
-        if isinstance(reason, bytes):
-            reason = reason.decode('utf-8', errors='replace')
-        raise ValueError(reason or 'RE2 cannot compile %r' % pattern)
-
-
-def pattern_refusal(pattern):
-    """Why pattern cannot be the healthy response, or None if it can.
-
-    None (no pattern: any 2xx answer is healthy) can.  Validation refuses
-    the others; a policy stored before patterns were RE2's gets unknown
-    observations, with the reason, rather than a check failing in a worker.
-    """
-    if pattern is None:
-        return None
-    if not pattern:
-        return 'empty poll_url_healthy_response'
-    try:
-        healthy_pattern(pattern)
-    except ValueError as error:
-        return 'poll_url_healthy_response is not RE2 syntax: %s' % error
-    return None
-
-
-def poll_url_refusal_at_validation(template):
-    """Why template can never be fetched, whatever the server; or None.
-
-    Syntax only (the scheme, the host's form, no credentials, no
-    backslash or whitespace): which hosts are allowed is the engine's
-    configuration, checked at each check.  The message shows the URL
-    without credentials.
-    """
-    return guard.refusal_at_validation(template, _SAMPLE)
 
 
 class _Attempt(object):
@@ -220,15 +115,15 @@ class PollUrlChecker(object):
 
     def check(self, target, options):
         """Check target now, retries and waits included; the Observation."""
-        options = dict(DEFAULTS, **options)
+        options = dict(rules.DEFAULTS, **options)
         url, refused = self._url(target, options)
         if refused:
             return refused
         attempt = self._attempt(url, target, options)
-        for _ in range(int(options[RETRY_LIMIT])):
+        for _ in range(int(options[rules.RETRY_LIMIT])):
             if attempt.healthy:
                 break
-            time.sleep(float(options[RETRY_INTERVAL]))
+            time.sleep(float(options[rules.RETRY_INTERVAL]))
             attempt = self._attempt(url, target, options)
         return self._observation(target, attempt, options)
 
@@ -249,7 +144,7 @@ class PollUrlChecker(object):
             if self._stopped or key in self._running:
                 return False
             self._running.add(key)
-        self._start(target, dict(DEFAULTS, **options), 0)
+        self._start(target, dict(rules.DEFAULTS, **options), 0)
         return True
 
     def running(self, server_id, policy_id=None):
@@ -318,13 +213,13 @@ class PollUrlChecker(object):
                 self._finish(target, refused)
                 return
             attempt = self._attempt(url, target, options)
-            if attempt.healthy or tries >= int(options[RETRY_LIMIT]):
+            if attempt.healthy or tries >= int(options[rules.RETRY_LIMIT]):
                 self._finish(target,
                              self._observation(target, attempt, options))
                 return
             with self._lock:
                 heapq.heappush(self._due, (
-                    time.monotonic() + float(options[RETRY_INTERVAL]),
+                    time.monotonic() + float(options[rules.RETRY_INTERVAL]),
                     id(target), target, options, tries + 1))
                 self._due_changed.notify()
         except Exception:
@@ -366,7 +261,7 @@ class PollUrlChecker(object):
         if reason is None:
             try:
                 return guard.destination(
-                    expand(options[POLL_URL], target),
+                    rules.expand(options[rules.POLL_URL], target),
                     target.addresses or (), self._allowed,
                     self._networks), None
             except guard.Refused as error:
@@ -378,10 +273,11 @@ class PollUrlChecker(object):
 
     @staticmethod
     def _refusal_before_parsing(target, options):
-        template = options.get(POLL_URL)
+        template = options.get(rules.POLL_URL)
         if not template:
             return 'no poll_url'
-        bad_pattern = pattern_refusal(options.get(HEALTHY_RESPONSE))
+        bad_pattern = rules.pattern_refusal(
+            options.get(rules.HEALTHY_RESPONSE))
         if bad_pattern:
             return bad_pattern
         if '{name}' in template and not target.name:
@@ -412,15 +308,16 @@ class PollUrlChecker(object):
     def _attempt(self, destination, target, options):
         with self._lock:
             self._warned.pop((target.policy_id, target.server_id), None)
-        timeout = float(options[TIMEOUT])
+        timeout = float(options[rules.TIMEOUT])
         url = guard.redacted('%s://%s%s' % (
             destination.scheme, destination.host_header, destination.target))
         try:
             status, body, charset = fetch.get(
-                destination, timeout, bool(options[SSL_VERIFY]), MAX_BODY,
+                destination, timeout, bool(options[rules.SSL_VERIFY]),
+                MAX_BODY,
                 self._watchdog)
         except fetch.ConnectionFailed as error:
-            verdict = (obs.UNHEALTHY if options[CONN_ERROR_AS_UNHEALTHY]
+            verdict = (obs.UNHEALTHY if options[rules.CONN_ERROR_AS_UNHEALTHY]
                        else obs.UNKNOWN)
             return _Attempt(verdict, 'poll URL %s: connection failed (%s)'
                             % (url, error))
@@ -433,13 +330,13 @@ class PollUrlChecker(object):
         if not 200 <= status < 300:
             return _Attempt(obs.UNHEALTHY, 'poll URL %s answered %d'
                             % (url, status))
-        pattern = options.get(HEALTHY_RESPONSE)
+        pattern = options.get(rules.HEALTHY_RESPONSE)
         if pattern is not None:
             try:
                 text = body.decode(charset or 'utf-8', errors='replace')
             except LookupError:
                 text = body.decode('utf-8', errors='replace')
-            if healthy_pattern(pattern).search(text) is None:
+            if rules.healthy_pattern(pattern).search(text) is None:
                 return _Attempt(obs.UNHEALTHY, 'poll URL %s answered %d '
                                 'without %r' % (url, status, pattern))
         return _Attempt(obs.HEALTHY,
@@ -448,7 +345,7 @@ class PollUrlChecker(object):
     @staticmethod
     def _observation(target, attempt, options):
         reason = attempt.reason
-        tries = int(options[RETRY_LIMIT]) + 1
+        tries = int(options[rules.RETRY_LIMIT]) + 1
         if not attempt.healthy and tries > 1:
             reason = '%s (%d attempts)' % (reason, tries)
         return obs.Observation(target.server_id, attempt.verdict, reason,

@@ -30,7 +30,7 @@ from oslo_log import log as logging
 import oslo_messaging
 
 from heat_health.db import api as db_api
-from heat_health.engine.monitor import observation as obs
+from heat_health.policy import observation as obs
 from heat_health.rpc import api as rpc_api
 
 LOG = logging.getLogger(__name__)

@@ -13,8 +13,8 @@ and GAVE_UP end only when the server is seen healthy.
 
 import collections
 
-from heat_health.engine.monitor import observation as obs
-from heat_health.engine import policy_spec
+from heat_health.policy import observation as obs
+from heat_health.policy import spec as policy_spec
 
 STATES = (NO_DATA, HEALTHY, SUSPECT, UNHEALTHY, RECOVERING, VERIFYING,
           GAVE_UP) = (

@@ -33,9 +33,9 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from heat_health.db import api as db_api
-from heat_health.engine.monitor import observation as obs
 from heat_health.engine.monitor import states
 from heat_health.engine.monitor import watched
+from heat_health.policy import observation as obs
 
 LOG = logging.getLogger(__name__)
 

@@ -8,9 +8,9 @@ way only, ``take_stored``: from its row.
 
 from oslo_utils import timeutils
 
-from heat_health.engine.monitor import observation as obs
 from heat_health.engine.monitor import states
-from heat_health.engine import policy_spec
+from heat_health.policy import observation as obs
+from heat_health.policy import spec as policy_spec
 
 
 def naive(value):

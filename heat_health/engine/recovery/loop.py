@@ -46,7 +46,6 @@ from oslo_utils import timeutils
 
 from heat_health.db import api as db_api
 from heat_health.engine.monitor import states
-from heat_health.engine import policy_spec
 from heat_health.engine.recovery import heat_replace
 from heat_health.engine.recovery import lb_drain
 from heat_health.engine.recovery import nova_actions
@@ -55,6 +54,7 @@ from heat_health.engine.recovery import recreate
 from heat_health.engine.recovery import settled_state
 from heat_health.engine.recovery import timeline
 from heat_health.objects import policy as policy_object
+from heat_health.policy import spec as policy_spec
 
 LOG = logging.getLogger(__name__)
 

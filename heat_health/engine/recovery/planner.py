@@ -15,7 +15,7 @@ import collections
 import datetime
 
 from heat_health.engine.monitor import states
-from heat_health.engine import policy_spec
+from heat_health.policy import spec as policy_spec
 
 # The brake needs at least this many targets down at once: one or two
 # servers failing is not a mass failure, whatever the fleet's size (as

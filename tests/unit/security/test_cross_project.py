@@ -26,12 +26,12 @@ from heat_health.db import api as db_api
 from heat_health.db import models
 from heat_health.engine import lb_pools
 from heat_health.engine.monitor import lb_status
-from heat_health.engine.monitor import observation as obs
 from heat_health.engine.monitor import tracker as tracker_mod
-from heat_health.engine import policy_spec
 from heat_health.engine import registry as registry_mod
-from heat_health.engine import targets
 from heat_health.objects import policy as policy_object
+from heat_health.policy import observation as obs
+from heat_health.policy import spec as policy_spec
+from heat_health.policy import targets
 from heat_health.resources import health_policy
 from heat_health.resources import lb_departure
 from heat_health.resources import load_balancer

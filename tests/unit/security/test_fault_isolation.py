@@ -24,7 +24,7 @@ from heat_health.engine.monitor import monitor as monitor_mod
 from heat_health.engine import place_limits
 from heat_health.engine import registry as registry_mod
 from heat_health.engine import report
-from heat_health.engine import targets
+from heat_health.policy import targets
 from tests.unit import test_migrations
 from tests.unit import test_monitor_nova_status as fakes
 

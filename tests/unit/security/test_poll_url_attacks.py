@@ -12,8 +12,9 @@ import time
 
 import pytest
 
-from heat_health.engine.monitor import observation as obs
 from heat_health.engine.monitor import poll_url
+from heat_health.policy import observation as obs
+from heat_health.policy import poll_url_rules
 from tests.unit.security import poll_listeners as listeners
 
 SERVER = '0c2b7d0e-5b8e-4c4a-9b61-3f2c1e0d9a77'
@@ -52,8 +53,8 @@ def _target(ip=listeners.OWN_IP, policy='policy-1', project='project-1',
 
 
 def _options(url, **extra):
-    options = {poll_url.POLL_URL: url, poll_url.RETRY_LIMIT: 0,
-               poll_url.TIMEOUT: 1}
+    options = {poll_url_rules.POLL_URL: url, poll_url_rules.RETRY_LIMIT: 0,
+               poll_url_rules.TIMEOUT: 1}
     options.update(extra)
     return options
 
@@ -163,7 +164,8 @@ def test_trickling_server_gets_the_whole_check_deadline(in_headers):
     try:
         found = checker.check(_target(), _options(
             'http://{ip}:%d/health' % trickler.port,
-            **{poll_url.TIMEOUT: 1, poll_url.HEALTHY_RESPONSE: 'ok'}))
+            **{poll_url_rules.TIMEOUT: 1,
+               poll_url_rules.HEALTHY_RESPONSE: 'ok'}))
         assert _wait(lambda: trickler.sent)
     finally:
         checker.stop()
@@ -198,7 +200,7 @@ def test_one_projects_hung_servers_leave_workers_to_the_others(server):
         allowed_networks=['%s:%d' % (listeners.OWN_IP, hanging.port)])
     try:
         hung = _options('http://{ip}:%d/hang' % hanging.port,
-                        **{poll_url.TIMEOUT: 30})
+                        **{poll_url_rules.TIMEOUT: 30})
         for n in range(6):
             assert checker.submit(_target(server_id='hung-%d' % n,
                                           project='greedy'), hung)
@@ -268,7 +270,7 @@ def test_credentials_are_not_in_reasons_or_logs(server, caplog):
             'http://admin:hunter2@{ip}:%d/' % server.port))
         with_token = checker.check(_target(), _options(
             'http://{ip}:%d/health?token=hunter2&key=k3y#s3cret'
-            % server.port, **{poll_url.HEALTHY_RESPONSE: 'nope'}))
+            % server.port, **{poll_url_rules.HEALTHY_RESPONSE: 'nope'}))
     finally:
         checker.stop()
     assert with_user.verdict == obs.UNKNOWN
@@ -334,7 +336,7 @@ def test_two_policies_watching_one_server_keep_their_own_verdicts(server):
     checker = _checker(server, observe=seen.append)
     good = _options('http://{ip}:%d/' % server.port)
     bad = _options('http://{ip}:%d/' % server.port,
-                   **{poll_url.HEALTHY_RESPONSE: 'never there'})
+                   **{poll_url_rules.HEALTHY_RESPONSE: 'never there'})
     try:
         assert checker.submit(_target(policy='mine'), good)
         assert checker.submit(_target(policy='theirs'), bad)

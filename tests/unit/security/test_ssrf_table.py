@@ -11,8 +11,9 @@ why, or the answer of the server's own endpoint.
 
 import pytest
 
-from heat_health.engine.monitor import observation as obs
 from heat_health.engine.monitor import poll_url
+from heat_health.policy import observation as obs
+from heat_health.policy import poll_url_rules
 from tests.unit.security import poll_listeners as listeners
 
 SERVER = '6f1d3e52-93a4-4f0e-9a51-8d9b1b3c4e21'
@@ -133,8 +134,8 @@ def test_poll_url_reaches_only_the_servers_own_address(
     del server.requests[:]
     try:
         found = checker.check(target, {
-            poll_url.POLL_URL: _fill(template, _PLACES),
-            poll_url.RETRY_LIMIT: 0, poll_url.TIMEOUT: 2})
+            poll_url_rules.POLL_URL: _fill(template, _PLACES),
+            poll_url_rules.RETRY_LIMIT: 0, poll_url_rules.TIMEOUT: 2})
     finally:
         checker.stop()
 

@@ -13,8 +13,8 @@ from unittest import mock
 from oslo_config import cfg
 
 from heat_health.engine.monitor import states
-from heat_health.engine import policy_spec
 from heat_health.engine.recovery import loop
+from heat_health.policy import spec as policy_spec
 from tests.unit.test_recovery_loop import _policy
 from tests.unit.test_recovery_loop import FakeReplacer
 from tests.unit.test_recovery_loop import FakeTracker

@@ -7,7 +7,7 @@ view of it, so a default lives in exactly one place.
 
 import collections
 
-from heat_health.engine.monitor import observation as obs
+from heat_health.policy import observation as obs
 
 DEFAULT_INTERVAL = 60
 DEFAULT_GRACE = 300
