@@ -43,7 +43,7 @@ from heat_health.db import models  # noqa: E402
 from heat_health.engine import heat_locks  # noqa: E402
 from heat_health.engine.monitor import nova_status  # noqa: E402
 from heat_health.engine.monitor import tracker as tracker_mod  # noqa: E402
-from heat_health.engine import partition  # noqa: E402
+from heat_health.engine.ownership import partition  # noqa: E402
 from heat_health.policy import observation as obs  # noqa: E402
 from tests.functional import cloud as localcloud  # noqa: E402
 

@@ -12,8 +12,8 @@ from oslo_utils import timeutils
 from heat_health.common import config  # noqa: F401  (registers options)
 from heat_health.db import api as db_api
 from heat_health.engine import heat_locks
+from heat_health.engine.ownership import registry as registry_module
 from heat_health.engine import pausing
-from heat_health.engine import registry as registry_module
 from heat_health.engine import report
 from heat_health.engine import resource_locator
 from heat_health.objects import marking as marking_object

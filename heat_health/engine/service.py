@@ -14,14 +14,14 @@ from oslo_service import service
 from heat_health.common import nova_adapter
 from heat_health.engine import endpoint
 from heat_health.engine import heat_locks
-from heat_health.engine import lb_follow
 from heat_health.engine.monitor import monitor
 from heat_health.engine.monitor import routing
-from heat_health.engine import partition
+from heat_health.engine.ownership import partition
+from heat_health.engine.ownership import registry
+from heat_health.engine.pools import lb_drain
+from heat_health.engine.pools import lb_follow
 from heat_health.engine.recovery import heat_replace
-from heat_health.engine.recovery import lb_drain
 from heat_health.engine.recovery import loop as recovery_loop
-from heat_health.engine import registry
 
 LOG = logging.getLogger(__name__)
 

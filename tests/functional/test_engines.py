@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from heat_health.engine import partition
+from heat_health.engine.ownership import partition
 from tests.functional import engines
 
 # Engines of the test's own on the local deployment's configuration, and

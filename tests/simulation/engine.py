@@ -22,7 +22,7 @@ from heat_health.common import config  # noqa: F401  (registers options)
 from heat_health.engine.monitor import monitor as monitor_mod
 from heat_health.engine.monitor import nova_status
 from heat_health.engine.monitor import tracker as tracker_mod
-from heat_health.engine.recovery import lb_drain
+from heat_health.engine.pools import lb_drain
 from heat_health.engine.recovery import loop as loop_mod
 from heat_health.objects import policy as policy_object
 from heat_health.objects import target as target_object

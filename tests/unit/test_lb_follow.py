@@ -4,7 +4,7 @@ import types
 import unittest
 
 from heat_health.common import nova_adapter
-from heat_health.engine import lb_follow
+from heat_health.engine.pools import lb_follow
 
 CIDR = '10.0.1.0/24'
 

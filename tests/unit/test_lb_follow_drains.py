@@ -14,7 +14,7 @@ import requests
 
 from heat_health.db import api as db_api
 from heat_health.db import models
-from heat_health.engine import lb_follow
+from heat_health.engine.pools import lb_follow
 from tests.unit import base
 from tests.unit import test_lb_members as fake_octavia
 

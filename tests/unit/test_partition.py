@@ -16,7 +16,7 @@ from oslotest import base as test_base
 import redis
 from tooz import coordination
 
-from heat_health.engine import partition
+from heat_health.engine.ownership import partition
 
 HOST, PORT = '127.0.0.1', 6379
 # Short, so a test can wait for a member's heartbeat to lapse.

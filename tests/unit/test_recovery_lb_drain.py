@@ -11,7 +11,7 @@ import pytest
 import requests
 
 from heat_health.common import lb_members
-from heat_health.engine.recovery import lb_drain
+from heat_health.engine.pools import lb_drain
 from tests.unit import test_lb_members as fake_octavia
 
 SPEC = {'pool_id': fake_octavia.POOL, 'loadbalancer_id': fake_octavia.LB,

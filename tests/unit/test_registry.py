@@ -18,8 +18,8 @@ from oslotest import base as test_base
 from heat_health.db import api as db_api
 from heat_health.db import migration
 from heat_health.engine import endpoint
-from heat_health.engine import partition
-from heat_health.engine import registry
+from heat_health.engine.ownership import partition
+from heat_health.engine.ownership import registry
 from heat_health.objects import policy as policy_object
 from heat_health.policy import targets
 from tests.unit import base

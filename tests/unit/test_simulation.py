@@ -9,7 +9,7 @@ import logging
 import time
 
 from heat_health.engine.monitor import tracker as tracker_mod
-from heat_health.engine.recovery import lb_drain
+from heat_health.engine.pools import lb_drain
 from heat_health.engine.recovery import loop as loop_mod
 from tests.simulation import explore
 from tests.simulation import invariants

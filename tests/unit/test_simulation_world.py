@@ -4,7 +4,7 @@ from novaclient import exceptions as nova_exc
 import pytest
 
 from heat_health.db import api as db_api
-from heat_health.engine.recovery import lb_drain
+from heat_health.engine.pools import lb_drain
 from heat_health.engine.recovery import nova_actions
 from heat_health.engine import report
 from tests.simulation import faults

@@ -22,7 +22,6 @@ from heat.common import context as heat_context
 
 from heat_health.common import nova_adapter
 from heat_health.common import octavia_adapter
-from heat_health.engine import lb_pools
 from heat_health.engine.monitor import lb_status
 from heat_health.engine.monitor import lifecycle_events
 from heat_health.engine.monitor import listener_workers
@@ -30,7 +29,8 @@ from heat_health.engine.monitor import nova_status
 from heat_health.engine.monitor import poll_url
 from heat_health.engine.monitor import routing
 from heat_health.engine.monitor import tracker as tracker_mod
-from heat_health.engine import registry as registry_mod
+from heat_health.engine.ownership import registry as registry_mod
+from heat_health.engine.pools import lb_pools
 from heat_health.objects import target as target_object
 from heat_health.policy import observation as obs
 from heat_health.policy import spec as policy_spec

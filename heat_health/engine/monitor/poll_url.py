@@ -9,10 +9,11 @@ servers never hold up the others' checks.
 
 The URL is a tenant's template, expanded by the rules the plugin also
 validates with (``heat_health.policy.poll_url_rules``); once expanded it
-is parsed once and its host checked (``poll_url_guard``): one of the target server's own
-addresses or a host the operator allows, within the networks the operator
-names; the fetch (``poll_url_fetch``) then connects to that checked
-address only, within one deadline for the whole answer.
+is parsed once and its host checked (``poll_url_guard``): one of the
+target server's own addresses or a host the operator allows, within the
+networks the operator names; the fetch (``poll_url_fetch``) then
+connects to that checked address only, within one deadline for the whole
+answer.
 
 The healthy response pattern is a tenant's too: it is matched by RE2, in
 time linear in the body, never by Python's backtracking ``re``.

@@ -46,8 +46,8 @@ from oslo_utils import timeutils
 
 from heat_health.db import api as db_api
 from heat_health.engine.monitor import states
+from heat_health.engine.pools import lb_drain
 from heat_health.engine.recovery import heat_replace
-from heat_health.engine.recovery import lb_drain
 from heat_health.engine.recovery import nova_actions
 from heat_health.engine.recovery import planner
 from heat_health.engine.recovery import recreate

@@ -24,10 +24,10 @@ from oslo_utils import timeutils
 from heat_health.common import lb_members
 from heat_health.db import api as db_api
 from heat_health.db import models
-from heat_health.engine import lb_pools
 from heat_health.engine.monitor import lb_status
 from heat_health.engine.monitor import tracker as tracker_mod
-from heat_health.engine import registry as registry_mod
+from heat_health.engine.ownership import registry as registry_mod
+from heat_health.engine.pools import lb_pools
 from heat_health.objects import policy as policy_object
 from heat_health.policy import observation as obs
 from heat_health.policy import spec as policy_spec

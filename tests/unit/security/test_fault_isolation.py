@@ -21,8 +21,8 @@ from heat_health.db import api as db_api
 from heat_health.db import migration
 from heat_health.db import models
 from heat_health.engine.monitor import monitor as monitor_mod
-from heat_health.engine import place_limits
-from heat_health.engine import registry as registry_mod
+from heat_health.engine.ownership import place_limits
+from heat_health.engine.ownership import registry as registry_mod
 from heat_health.engine import report
 from heat_health.policy import targets
 from tests.unit import test_migrations

@@ -21,7 +21,7 @@ from heat.common import service_utils
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from heat_health.engine import place_limits
+from heat_health.engine.ownership import place_limits
 from heat_health.objects import policy as policy_object
 from heat_health.objects import target as target_object
 from heat_health.policy import targets as target_resolution
