@@ -7,6 +7,7 @@ from heat.common import service_utils
 from heat.tests import utils
 from oslo_config import cfg
 
+from heat_health.engine import marking
 from heat_health.engine import service
 from heat_health.objects import marking as marking_object
 from heat_health.rpc import client as rpc_client
@@ -35,9 +36,9 @@ class TestHealthRPC(base.HeatHealthTestCase):
         cfg.CONF.set_override('notification_workers', 0, 'heat_health')
         self.patchobject(service.endpoint.resource_locator, 'find_resource',
                          side_effect=self._find)
-        self.patchobject(service.endpoint.heat_locks, 'locked',
+        self.patchobject(marking.heat_locks, 'locked',
                          side_effect=self._locked)
-        self.patchobject(service.endpoint, 'set_health',
+        self.patchobject(marking, 'set_health',
                          side_effect=self._set_health)
         self.srv = service.HealthEngineService('host-1', 'heat-health')
         self.srv.start()

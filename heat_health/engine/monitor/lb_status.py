@@ -22,7 +22,9 @@ import time
 from oslo_log import log as logging
 from oslo_utils import timeutils
 
+from heat_health.common import lb_members
 from heat_health.common import octavia_adapter
+from heat_health.engine.ownership import lb_pools
 from heat_health.policy import observation as obs
 
 LOG = logging.getLogger(__name__)
@@ -146,3 +148,41 @@ class MemberStatusPoller(object):
     def forget(self, policy_ids):
         for policy_id in policy_ids:
             self._blind.pop(policy_id, None)
+
+
+# The option naming the one load balancer a policy reads.
+OPTION = 'loadbalancer'
+
+
+def _members(spec):
+    port = spec['protocol_port']
+    return {(m.get('address'), port): server_id
+            for server_id, m in spec['members'].items()}
+
+
+def pools(ctxt, policies, watched, enabled=lambda pool_id: True):
+    """The Pools to read for ``policies``.
+
+    :param policies: policies with LB_STATUS_POLLING (``id``,
+        ``stack_id``, ``parsed``).
+    :param watched: policy id -> the server ids it watches.
+    :param enabled: pool id -> whether its admin state is up.
+    """
+    if not policies:
+        return []
+    by_stack = lb_pools.load_balancers(ctxt, {p.stack_id for p in policies})
+    merged = {}  # pool id -> {policy id: servers}
+    for policy in policies:
+        options = policy.parsed.options(SOURCE) or {}
+        named = options.get(OPTION)
+        mine = set(watched.get(policy.id, ()))
+        for name, data in sorted(by_stack.get(policy.stack_id, {}).items()):
+            spec = lb_members.read_data(data)
+            if spec is None or (named and name != named):
+                continue
+            servers = merged.setdefault(spec['pool_id'], {}).setdefault(
+                policy.id, {})
+            servers.update({key: server_id for key, server_id
+                            in _members(spec).items() if server_id in mine})
+    return [Pool(pool_id, enabled(pool_id), readers)
+            for pool_id, readers in sorted(merged.items())]

@@ -30,7 +30,6 @@ from heat_health.engine.monitor import poll_url
 from heat_health.engine.monitor import routing
 from heat_health.engine.monitor import tracker as tracker_mod
 from heat_health.engine.ownership import registry as registry_mod
-from heat_health.engine.pools import lb_pools
 from heat_health.objects import target as target_object
 from heat_health.policy import observation as obs
 from heat_health.policy import spec as policy_spec
@@ -331,8 +330,8 @@ class Monitor(object):
         watched = {p.id: {t.server_id for t in self._targets.get(p.id, ())}
                    for p in due}
         try:
-            pools = lb_pools.pools(heat_context.get_admin_context(), due,
-                                   watched, self._pool_enabled)
+            pools = lb_status.pools(heat_context.get_admin_context(), due,
+                                    watched, self._pool_enabled)
         except Exception:
             LOG.exception('Could not read the load balancers of %d '
                           'policies', len(due))

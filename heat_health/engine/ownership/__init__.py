@@ -1,6 +1,7 @@
-"""Which policies this engine owns, and the targets each one watches.
+"""What every loop shares: the policies this engine owns, and what they read.
 
-What every loop shares: ``partition`` places policies on the engines'
-hash ring, ``registry`` claims them with fenced leases and keeps their
-targets in step with their stacks.
+``partition`` places policies on the engines' hash ring, ``registry``
+claims them with fenced leases and keeps their targets in step with their
+stacks, and ``lb_pools`` reads which pools their stacks' load balancers
+keep.
 """

@@ -1,6 +1,5 @@
 """Keeping load balancer pools in step with the servers of their groups.
 
-``lb_pools`` reads which pools a stack's load balancers keep,
-``lb_follow`` sends each pool its members, and ``lb_drain`` takes a
-server's weight away before it is acted on and gives it back after.
+``lb_follow`` sends each pool its members; ``lb_drain`` takes a server's
+weight away before it is acted on and gives it back after.
 """

@@ -38,7 +38,7 @@ from heat.common import context as heat_context
 from oslo_log import log as logging
 
 from heat_health.common import lb_members
-from heat_health.engine.pools import lb_pools
+from heat_health.engine.ownership import lb_pools
 
 LOG = logging.getLogger(__name__)
 

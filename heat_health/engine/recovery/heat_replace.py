@@ -35,7 +35,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 from sqlalchemy import orm
 
-from heat_health.engine import endpoint
+from heat_health.engine import marking
 
 LOG = logging.getLogger(__name__)
 
@@ -296,8 +296,8 @@ class HeatReplacer(object):
         if rsrc.action == rsrc.DELETE:
             raise NotActionable('Resource %s of stack %s is %s_%s' % (
                 resource_name, stack.name, rsrc.action, rsrc.status))
-        endpoint.mark(stack.context, self.engine_id, stack, rsrc, True,
-                      reason, SOURCE_RECOVERY, stack.root_stack_id())
+        marking.mark(stack.context, self.engine_id, stack, rsrc, True,
+                     reason, SOURCE_RECOVERY, stack.root_stack_id())
         if rsrc.state != (rsrc.CHECK, rsrc.FAILED):
             # Deleted while we waited for the lock.
             raise NotActionable('Resource %s of stack %s is %s_%s' % (
@@ -319,8 +319,8 @@ class HeatReplacer(object):
             return False
         if rsrc.state != (rsrc.CHECK, rsrc.FAILED):
             return False
-        endpoint.mark(stack.context, self.engine_id, stack, rsrc, False,
-                      reason, SOURCE_RECOVERY, stack.root_stack_id())
+        marking.mark(stack.context, self.engine_id, stack, rsrc, False,
+                     reason, SOURCE_RECOVERY, stack.root_stack_id())
         return True
 
     def _group_sized_by_members(self, ctxt, stack):

@@ -27,7 +27,6 @@ from heat_health.db import models
 from heat_health.engine.monitor import lb_status
 from heat_health.engine.monitor import tracker as tracker_mod
 from heat_health.engine.ownership import registry as registry_mod
-from heat_health.engine.pools import lb_pools
 from heat_health.objects import policy as policy_object
 from heat_health.policy import observation as obs
 from heat_health.policy import spec as policy_spec
@@ -239,8 +238,8 @@ resources:
 
     def _read_pools(self, status, readers):
         policies = [_View(self.policies[name]) for name in readers]
-        pools = lb_pools.pools(utils.dummy_context(is_admin=True), policies,
-                               {p.id: {VICTIM_SERVER} for p in policies})
+        pools = lb_status.pools(utils.dummy_context(is_admin=True), policies,
+                                {p.id: {VICTIM_SERVER} for p in policies})
         poller = lb_status.MemberStatusPoller(
             lambda pool_id: [{'id': 'm-1', 'address': ADDRESS,
                               'protocol_port': 80,
@@ -277,7 +276,7 @@ resources:
 
 
 class _View(object):
-    """What lb_pools reads of a policy."""
+    """What lb_status.pools reads of a policy."""
 
     def __init__(self, policy):
         self.id = policy.id
