@@ -23,6 +23,7 @@ from heat_health.common import lb_members
 from heat_health.policy import targets
 from heat_health import resources
 from heat_health.resources import load_balancer
+from heat_health.resources import load_balancer_octavia
 from tests.unit import base
 
 VALIDATION_TEMPLATE = '''
@@ -677,7 +678,7 @@ class LoadBalancerLifecycleTest(LoadBalancerBase):
 
     def test_timeout_gives_a_clear_error(self):
         now = [1000.0]
-        self.patchobject(load_balancer.timeutils, 'utcnow_ts',
+        self.patchobject(load_balancer_octavia.timeutils, 'utcnow_ts',
                          side_effect=lambda microsecond=False: now[0])
 
         def forty_seconds_later():
