@@ -1,0 +1,412 @@
+"""An attempt's steps: started, carried on stage by stage, ended, undone.
+
+A mixin of the recovery loop (``loop.RecoveryLoop``), which provides the
+tracker, the timeline, the drainer and the checks of whether an effect may
+start now. Each step stores the stage it reaches before the effect that
+follows it (see ``loop``); RECREATE's own stages are in ``recreate``.
+"""
+
+import datetime
+
+from oslo_log import log as logging
+
+from heat_health.db import api as db_api
+from heat_health.engine.monitor import states
+from heat_health.engine.pools import lb_drain
+from heat_health.engine.recovery import nova_actions
+from heat_health.engine.recovery import planner
+from heat_health.engine.recovery import recreate
+from heat_health.engine.recovery import settled_state
+
+LOG = logging.getLogger(__name__)
+
+RECREATE = 'RECREATE'
+INTENT, FENCED = recreate.INTENT, recreate.FENCED
+ISSUING, ISSUED, ESCALATE = 'issuing', 'issued', 'escalate'
+# Seconds before a restore put off (the pool follower has not swapped the
+# replaced server's member yet) is tried again: not at every pass.
+RESTORE_RETRY_SECONDS = 1.0
+# Shortest time an action is given to heal before the next rung.
+MIN_VERIFY_SECONDS = 15
+# Actions after which an ACTIVE server needs nothing more: Nova refuses
+# them once the server is running (it may have healed by itself).
+_TO_ACTIVE = frozenset([settled_state.START, settled_state.UNPAUSE,
+                        settled_state.RESUME])
+
+
+def _iso(when):
+    return when.isoformat()
+
+
+def _label(action):
+    name, params = action
+    kind = (params or {}).get('type')
+    return '%s %s' % (name, kind) if kind else name
+
+
+def _members_text(members):
+    return ', '.join('%s in pool %s' % (address, pool)
+                     for pool, (address, _w) in sorted(members.items()))
+
+
+class AttemptStages(object):
+    """The steps of one recovery attempt, from its start to its undoing."""
+
+    # Starting an attempt
+
+    @staticmethod
+    def _allowed(policy, name):
+        actions = policy.spec.recovery.actions
+        return not actions or name in {a[0] for a in actions}
+
+    def _choose(self, policy, found, step):
+        """(ladder, index, action) for this attempt.
+
+        A server stuck in a task gets what works from the state Nova
+        settles in, if the policy allows that action; otherwise its own
+        rung, which Nova may refuse (and the attempt then fails at once).
+        """
+        spec = policy.spec.recovery
+        if spec.actions:
+            ladder = [tuple(a) for a in spec.actions]
+        elif found is None:
+            ladder = [(RECREATE, {})]
+        else:
+            ladder = [tuple(a) for a in settled_state.default_ladder(
+                found.vm_state, found.task_state, found.power_state)]
+        index = min(step, len(ladder) - 1)
+        action = ladder[index]
+        if found is not None and found.task_state:
+            stuck = tuple(settled_state.stuck_action(
+                found.task_state, found.vm_state, found.power_state)[1])
+            if self._allowed(policy, stuck[0]):
+                action = stuck
+        return ladder, index, action
+
+    def _start(self, policy, target, step):
+        spec = policy.spec.recovery
+        held = self._not_now(policy, before_mark=True)
+        if held:
+            self.timeline.hold(policy, target, held, self._clock())
+            return
+        nova = self._actions(policy.stack_id)
+        try:
+            found = nova.status(target.server_id)
+        except nova_actions.ServerGone:
+            found = None
+        except nova_actions.NovaActionFailed as e:
+            self._saw_nova_error(policy, e)
+            self.timeline.hold(policy, target,
+                               'braked: Nova error: %s' % e, self._clock())
+            return
+        ladder, index, action = self._choose(policy, found, step.step)
+        if action[0] != RECREATE:
+            held = self._not_now(policy)
+            if held:
+                self.timeline.hold(policy, target, held, self._clock())
+                return
+        now = self._clock()
+        # The action's deadline: node_update_timeout, never so short that
+        # a booting server is taken for a failed action.
+        verify = max(policy.spec.grace, MIN_VERIFY_SECONDS)
+        attempts = planner.attempts_in_window(target, spec, now)
+        attempt = attempts + 1
+        recovery = db_api.leftovers(target.recovery) or {}
+        if recovery.get('drained_of', target.server_id) != target.server_id:
+            # Drained members of a server replaced since left with it.
+            recovery.pop('drained', None)
+            recovery.pop('drained_of', None)
+        recovery.update({
+            'action': action[0], 'params': dict(action[1] or {}),
+            'step': index, 'ladder': [[n, dict(p or {})] for n, p in ladder],
+            'attempt': attempt, 'old_server_id': target.server_id,
+            'stage': INTENT, 'started_at': _iso(now),
+            'verify_seconds': verify,
+            'deadline': _iso(now + datetime.timedelta(seconds=verify)),
+            'detected': (target.reason or '')[:200]})
+        if action[0] == RECREATE:
+            # Recorded before the marking: cleared if the server heals.
+            recovery['marked_failed'] = target.server_id
+        drained = dict(recovery.get('drained') or {})
+        for pool, member in self._members(policy, target, action).items():
+            # A member drained by an earlier attempt reads weight 0 now:
+            # the weight it had before is the one to give back.
+            drained.setdefault(pool, member)
+        if drained:
+            # The drain's start stored with the decision: one write less
+            # before the drain.
+            recovery.update(drained=drained, drained_of=target.server_id,
+                            drain_started=_iso(now))
+        elif action[0] != RECREATE:
+            # Nothing to do before the action: it is sent right away.
+            recovery['stage'] = ISSUING
+        reason = ('%s started (attempt %d of %d, step %d of %d): %s' % (
+            _label(action), attempt, spec.max_attempts, index + 1,
+            len(ladder), target.reason or 'unhealthy'))
+        if not self.tracker.store_step(
+                target, states.UNHEALTHY, states.RECOVERING, reason,
+                {'recovery': recovery, 'attempts': attempt,
+                 'first_attempt_at': target.first_attempt_at if attempts
+                 else now, 'next_attempt_at': None}, at=now):
+            return
+        self.timeline.heat_event(target, 'IN_PROGRESS', reason)
+        self._carry_on(policy, target, nova)
+
+    def _members(self, policy, target, action):
+        """The server's members to drain now ({} without a drainer)."""
+        if self._drainer is None or action[1].get('launch_before_terminate'):
+            # Heat makes the new server first: the old one serves until
+            # the pool swaps them.
+            return {}
+        with self._lock:
+            cohort = self._cohorts.get(target.id)
+        try:
+            return self._drainer.members(
+                policy.stack_id, target.server_id,
+                cohort=cohort and (cohort, self._clock()))
+        except Exception as ex:
+            self.timeline.lb_event(policy, target, 'DRAINED', (
+                'load balancer members not drained before %s: %s' %
+                (action[0], ex)))
+            return {}
+
+    # Carrying an attempt on, stage by stage
+
+    def _advance(self, policy, target, step):
+        recovery = target.recovery or {}
+        stage = recovery.get('stage')
+        if stage == ISSUING:
+            # Sent, or about to be, by whoever stored this: never again.
+            return self._verifying(policy, target, '%s may have been sent '
+                                   'before a restart or takeover: verifying, '
+                                   'not sent again' % _label((
+                                       recovery.get('action'),
+                                       recovery.get('params'))))
+        # Waiting for a stack update of ours: only the switches hold it.
+        held = (self._switched_off(policy) if stage == recreate.UPDATING
+                else self._not_now(policy, before_mark=(
+                    recovery.get('action') == RECREATE and
+                    stage in recreate.BEFORE_MARK)))
+        if held:
+            LOG.info('Recovery of %(p)s waits: %(r)s',
+                     {'p': target.path, 'r': held})
+            return
+        self._carry_on(policy, target, self._actions(policy.stack_id))
+
+    def _carry_on(self, policy, target, nova):
+        """Take the stored attempt as far as it goes now."""
+        recovery = dict(target.recovery or {})
+        stage = recovery.get('stage')
+        if stage == INTENT and not self._drain(policy, target, recovery):
+            return
+        if recovery.get('action') == RECREATE:
+            return self._recreate(policy, target, recovery, nova)
+        if stage == INTENT:
+            recovery['stage'] = ISSUING
+            if not self._store_stage(target, recovery, None):
+                return
+        if recovery.get('stage') == ISSUING:
+            self._issue(policy, target, nova, recovery)
+
+    def _drain(self, policy, target, recovery):
+        """Weight 0 for the recorded members; False to stop here.
+
+        A busy load balancer is waited for a little at each pass, up to
+        its lb_status_timeout counted from the drain's stored start; the
+        worker is free in between.
+        """
+        drained = recovery.get('drained')
+        if not drained or self._drainer is None:
+            return True
+        now = self._clock()
+        started = planner.parse_time(recovery.get('drain_started'))
+        if started is None:
+            recovery['drain_started'] = _iso(now)
+            if not self.tracker.store_columns(target,
+                                              {'recovery': recovery}):
+                return False
+            started = now
+        with self._lock:
+            cohort = self._cohorts.get(target.id)
+        try:
+            # A server to be replaced is stopped and replaced whether or
+            # not the load balancer took the weight yet.
+            self._drainer.drain(policy.stack_id, drained,
+                                (now - started).total_seconds(),
+                                settle=recovery.get('action') != RECREATE,
+                                cohort=cohort and (cohort, target.id, now))
+        except lb_drain.NotYet as ex:
+            LOG.info('Drain of %(p)s goes on at the next pass: %(e)s',
+                     {'p': target.path, 'e': ex})
+            return False
+        except Exception as ex:
+            self._forget_clients(policy.stack_id)
+            self.timeline.lb_event(policy, target, 'DRAINED', (
+                'load balancer members not drained before %s: %s' %
+                (recovery.get('action'), ex)))
+            return True
+        if cohort is not None:
+            # The drains it sent with its own are carried on at once.
+            self.wake(gather=False)
+        self.timeline.lb_event(policy, target, 'DRAINED', (
+            'load balancer members drained (weight 0) before %s: %s' %
+            (recovery.get('action'), _members_text(drained))))
+        return True
+
+    def _issue(self, policy, target, nova, recovery):
+        """Send the stored Nova action, once (stage ``issuing`` stored)."""
+        name = recovery.get('action')
+        params = recovery.get('params') or {}
+        label = _label((name, params))
+        try:
+            nova.run(target.server_id, name, params)
+        except nova_actions.ServerGone:
+            return self._failed(policy, target, 'the server is gone',
+                                force_recreate=True)
+        except nova_actions.ActionRefused as e:
+            if name in _TO_ACTIVE and self._active(nova, target):
+                return self._verifying(policy, target, '%s not needed: the '
+                                       'server is ACTIVE: verifying' % label)
+            return self._failed(policy, target, '%s refused by Nova: %s' % (
+                label, e))
+        except nova_actions.NovaActionFailed as e:
+            self._saw_nova_error(policy, e)
+            return self._failed(policy, target, '%s failed: %s' % (label, e),
+                                retry_same=True)
+        self._verifying(policy, target, '%s issued: verifying' % label)
+
+    @staticmethod
+    def _active(nova, target):
+        try:
+            found = nova.status(target.server_id)
+        except Exception:
+            return False
+        return found.vm_state == 'active' and not found.task_state
+
+    def _verifying(self, policy, target, reason):
+        now = self._clock()
+        recovery = dict(target.recovery or {})
+        recovery.update(stage=ISSUED, issued_at=_iso(now),
+                        deadline=_iso(now + datetime.timedelta(
+                            seconds=recovery.get('verify_seconds') or 0)))
+        if self.tracker.store_step(target, states.RECOVERING,
+                                   states.VERIFYING, reason,
+                                   {'recovery': recovery}, at=now):
+            self.timeline.heat_event(target, 'IN_PROGRESS', reason)
+
+    # Ending an attempt
+
+    def _failed(self, policy, target, why, force_recreate=False,
+                retry_same=False):
+        """The action did not go through: back to UNHEALTHY to escalate."""
+        recovery = dict(target.recovery or {})
+        step = recovery.get('step', 0)
+        ladder = recovery.get('ladder') or []
+        names = [a[0] for a in ladder]
+        if force_recreate and self._allowed(policy, RECREATE):
+            next_step = (names.index(RECREATE) if RECREATE in names
+                         else len(ladder))
+            if RECREATE not in names:
+                recovery['ladder'] = ladder + [[RECREATE, {}]]
+        else:
+            next_step = step if retry_same else step + 1
+        recovery.update(stage=ESCALATE, next_step=next_step, failed=why)
+        reason = 'recovery failed: %s' % why
+        now = self._clock()
+        if self.tracker.store_step(target, target.state, states.UNHEALTHY,
+                                   reason, {'recovery': recovery}, at=now):
+            self.timeline.heat_event(target, 'FAILED', reason)
+
+    def _escalate(self, policy, target, step):
+        recovery = dict(target.recovery or {})
+        ladder = recovery.get('ladder') or []
+        nxt = ladder[min(step.next_step, len(ladder) - 1)] if ladder else None
+        recovery.update(stage=ESCALATE, next_step=step.next_step)
+        reason = 'escalated: %s%s' % (
+            step.reason, ', next %s' % _label(nxt) if nxt else '')
+        now = self._clock()
+        if self.tracker.store_step(target, states.VERIFYING,
+                                   states.UNHEALTHY, reason,
+                                   {'recovery': recovery}, at=now):
+            self.timeline.heat_event(target, 'FAILED', reason)
+            self.wake()
+
+    def _give_up(self, policy, target, step):
+        if self._switched_off(policy):
+            return
+        reason = '%s: %s' % (step.reason, target.reason or 'unhealthy')
+        recovery = dict(target.recovery or {})
+        recovery['marked_failed'] = target.server_id
+        if not self.tracker.store_step(target, states.UNHEALTHY,
+                                       states.GAVE_UP, reason,
+                                       {'recovery': recovery}):
+            return
+        try:
+            self.replacer.mark_failed(
+                target.stack_id, target.resource_name,
+                'heat-health %s; no further action until the server is '
+                'healthy again or marked healthy' % step.reason,
+                server_id=target.server_id)
+        except Exception as e:
+            LOG.warning('Could not mark %(p)s CHECK_FAILED after giving '
+                        'up: %(e)s', {'p': target.path, 'e': e})
+
+    def _reset(self, policy, target, step):
+        self.tracker.store_columns(target, {
+            'attempts': 0, 'first_attempt_at': None,
+            'next_attempt_at': None})
+
+    # Undoing what a recovery left
+
+    def _restore(self, policy, target, step):
+        recovery = dict(target.recovery or {})
+        drained = recovery.get('drained') or {}
+        restored = {}
+        if drained and not recovery.get('restoring'):
+            # Stored first: the pool follower stops holding them at 0.
+            recovery['restoring'] = True
+            if not self.tracker.store_columns(target,
+                                              {'recovery': recovery}):
+                return
+        if self._drainer is not None:
+            now = self._clock()
+            if self._restore_after.get(target.id, now) > now:
+                return
+            try:
+                # Only the members of the server the target holds now: a
+                # replaced server's drained member gets no traffic again.
+                restored = self._drainer.restore(policy.stack_id, drained,
+                                                 target.server_id)
+            except Exception as ex:
+                if isinstance(ex, lb_drain.NotYet):
+                    self._restore_after[target.id] = now + (
+                        datetime.timedelta(seconds=RESTORE_RETRY_SECONDS))
+                LOG.warning('Members of %(s)s not restored yet: %(e)s',
+                            {'s': target.server_id, 'e': ex})
+                return
+            self._restore_after.pop(target.id, None)
+        recovery['restored'] = True
+        if not self.tracker.store_columns(target, {'recovery': recovery}):
+            return
+        if restored:
+            reason = 'load balancer members given their weight back: %s' % (
+                ', '.join('%s in pool %s: weight %s' % (address, pool, w)
+                          for pool, (address, w) in sorted(restored.items())))
+        else:
+            reason = ('drained load balancer members left with the replaced '
+                      'server: %s' % _members_text(drained))
+        self.timeline.lb_event(policy, target, 'RESTORED', reason)
+
+    def _unmark(self, policy, target, step):
+        """Clear the CHECK_FAILED of a server that is healthy again."""
+        recovery = dict(target.recovery or {})
+        server_id = recovery.pop('marked_failed')
+        reason = 'heat-health: server %s is healthy again' % server_id
+        cleared = self.replacer.clear_mark(target.stack_id,
+                                           target.resource_name, server_id,
+                                           reason)
+        stored = self.tracker.store_columns(target,
+                                            {'recovery': recovery or None})
+        if stored and cleared:
+            self.timeline.record(policy, target, 'UNMARKED',
+                                 reason + ': CHECK_FAILED cleared')
