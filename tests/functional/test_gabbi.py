@@ -6,7 +6,6 @@ environment (see their heading); this test makes the stack and the tokens
 plays each file with the real ``gabbi-run``.
 """
 
-import json
 import os
 import pathlib
 import subprocess
@@ -15,6 +14,8 @@ import sys
 import pytest
 import yaml
 
+from tests.functional import healing
+
 GABBITS = pathlib.Path(__file__).resolve().parent / 'gabbits'
 GABBI_RUN = str(pathlib.Path(sys.executable).parent / 'gabbi-run')
 
@@ -22,8 +23,9 @@ GABBI_RUN = str(pathlib.Path(sys.executable).parent / 'gabbi-run')
 @pytest.mark.parametrize('gabbit', sorted(p.name for p in
                                           GABBITS.glob('*.yaml')))
 def test_gabbit(gabbit, demo, reader, alt_demo, stacks):
-    stack = stacks('gabbi', 'heal_group.yaml', 'count=1',
-                   'recovery=%s' % json.dumps({'mode': 'OBSERVE'}))
+    # Once its server is HEALTHY: the timeline holds its first step.
+    stack, _targets = healing.heal_stack(stacks, demo, 'gabbi', count=1,
+                                         recovery={'mode': 'OBSERVE'})
     env = dict(os.environ,
                HEAT_HEALTH_TOKEN=demo.session.get_token(),
                HEAT_HEALTH_READER_TOKEN=reader.session.get_token(),
