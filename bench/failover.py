@@ -60,8 +60,8 @@ from oslo_config import cfg  # noqa: E402
 from oslo_utils import timeutils  # noqa: E402
 
 import fakecloud_scale  # noqa: E402
-from heat_health.db import api as db_api  # noqa: E402
 from heat_health.db import models  # noqa: E402
+from heat_health.db import session as db_session  # noqa: E402
 from heat_health.engine import heat_locks  # noqa: E402
 import listener_throughput as throughput  # noqa: E402
 from tests.functional import cloud as localcloud  # noqa: E402
@@ -203,7 +203,7 @@ def write_policies(run, stack_ids, per_stack):
                                                'options': {}}]},
             'recovery': {'mode': 'OBSERVE'}, 'enabled': True}
     ids = []
-    with db_api._facade.writer.using(db_api._Session()) as session:
+    with db_session.facade.writer.using(db_session.Session()) as session:
         for n, stack_id in enumerate(stack_ids):
             policy_id = '%s-%s-%03d' % (PREFIX, run, n)
             ids.append(policy_id)
@@ -216,7 +216,7 @@ def write_policies(run, stack_ids, per_stack):
 def delete_policies(run):
     """Remove this run's policies with their targets and events."""
     P = models.Policy
-    with db_api._facade.writer.using(db_api._Session()) as session:
+    with db_session.facade.writer.using(db_session.Session()) as session:
         policy_ids = [row[0] for row in session.query(P.id).filter(
             P.id.like('%s-%s-%%' % (PREFIX, run)))]
         if not policy_ids:
@@ -232,7 +232,7 @@ def owners(policy_ids):
     """{policy id: engine id holding a live lease, or None}."""
     now = timeutils.utcnow()
     P = models.Policy
-    with db_api._facade.reader.using(db_api._Session()) as session:
+    with db_session.facade.reader.using(db_session.Session()) as session:
         return {pid: (engine if expires and expires >= now else None)
                 for pid, engine, expires in session.query(
                     P.id, P.engine_id, P.lease_expires_at).filter(
@@ -242,7 +242,7 @@ def owners(policy_ids):
 def targets(policy_ids):
     """{server id: (policy id, state)} of the policies' target rows."""
     T = models.Target
-    with db_api._facade.reader.using(db_api._Session()) as session:
+    with db_session.facade.reader.using(db_session.Session()) as session:
         return {server: (policy, state) for server, policy, state in
                 session.query(T.server_id, T.policy_id, T.state).filter(
                     T.policy_id.in_(policy_ids))}
@@ -250,7 +250,7 @@ def targets(policy_ids):
 
 def unhealthy(policy_ids):
     T = models.Target
-    with db_api._facade.reader.using(db_api._Session()) as session:
+    with db_session.facade.reader.using(db_session.Session()) as session:
         return {row[0] for row in session.query(T.server_id).filter(
             T.policy_id.in_(policy_ids), T.state == 'UNHEALTHY')}
 

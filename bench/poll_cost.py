@@ -38,8 +38,8 @@ from oslo_utils import timeutils  # noqa: E402
 
 import fakecloud_scale  # noqa: E402
 from heat_health.common import nova_adapter  # noqa: E402
-from heat_health.db import api as db_api  # noqa: E402
 from heat_health.db import models  # noqa: E402
+from heat_health.db import session as db_session  # noqa: E402
 from heat_health.engine import heat_locks  # noqa: E402
 from heat_health.engine.monitor import nova_status  # noqa: E402
 from heat_health.engine.monitor import tracker as tracker_mod  # noqa: E402
@@ -98,7 +98,7 @@ def register(server_ids, policies, interval,
     ids = ['%s-%s' % (BENCH_ENGINE, uuid.uuid4().hex[:8])
            for _ in range(policies)]
     per_policy = -(-len(server_ids) // policies)
-    with db_api._facade.writer.using(db_api._Session()) as session:
+    with db_session.facade.writer.using(db_session.Session()) as session:
         for n, policy_id in enumerate(ids):
             session.add(models.Policy(
                 id=policy_id, stack_id=policy_id, resource_name='health',
@@ -149,7 +149,7 @@ class Holder(object):
 
 
 def load(tracker, policy_ids):
-    with db_api._facade.reader.using(db_api._Session()) as session:
+    with db_session.facade.reader.using(db_session.Session()) as session:
         policies = session.query(models.Policy).filter(
             models.Policy.id.in_(policy_ids)).all()
         targets = session.query(models.Target).filter(
@@ -164,7 +164,7 @@ def load(tracker, policy_ids):
 
 
 def unregister(policy_ids):
-    with db_api._facade.writer.using(db_api._Session()) as session:
+    with db_session.facade.writer.using(db_session.Session()) as session:
         for model in (models.Event, models.Target):
             session.query(model).filter(model.policy_id.in_(
                 policy_ids)).delete(synchronize_session=False)
@@ -227,7 +227,7 @@ def main():
             per_cycle.append(cycle(poller, tracker, adapter))
         time.sleep(2 * cfg.CONF.heat_health.monitor_tick)
         per_cycle.append(cycle(poller, tracker, adapter))
-        with db_api._facade.reader.using(db_api._Session()) as session:
+        with db_session.facade.reader.using(db_session.Session()) as session:
             unhealthy = {t.server_id for t in session.query(
                 models.Target).filter(models.Target.policy_id.in_(
                     policy_ids), models.Target.state == 'UNHEALTHY')}

@@ -4,7 +4,7 @@ The migrations run once per process into a template file; every world
 copies it into an in-memory database (a copy costs far less than an
 alembic upgrade, and oslo.db keeps one connection to an in-memory database
 where it opens one per transaction to a file) and points
-``heat_health.db.api._facade`` at it until it closes. Every public
+``heat_health.db.session.facade`` at it until it closes. Every public
 function of the database API is wrapped so that faults can be injected
 (a failed write, a commit whose answer was lost, kill -9 at a call); the
 world's own writes (a user's or an operator's) go to the originals.
@@ -19,6 +19,7 @@ from oslo_db import exception as db_exc
 
 from heat_health.db import api as db_api
 from heat_health.db import migration
+from heat_health.db import session as db_session
 from tests.simulation import faults as faults_mod
 
 WRITES = frozenset([
@@ -43,7 +44,7 @@ def _tmp_dir():
 
 def _facade_for(path=None):
     """A transaction factory of a sqlite file, or in memory."""
-    facade = db_api.enginefacade.transaction_context()
+    facade = db_session.enginefacade.transaction_context()
     facade.configure(connection='sqlite:///%s' % path if path else
                      'sqlite://', sqlite_synchronous=False)
     return facade
@@ -56,7 +57,7 @@ def _migrated_template():
                                         suffix='.db', dir=_tmp_dir())
         os.close(handle)
         facade = _facade_for(path)
-        with mock.patch.object(db_api, '_facade', facade):
+        with mock.patch.object(db_session, 'facade', facade):
             migration.db_sync()
         facade.dispose_pool()
         _template = path
@@ -85,7 +86,7 @@ class Database(object):
                 template.backup(connection.connection.dbapi_connection)
         finally:
             template.close()
-        self._patches = [mock.patch.object(db_api, '_facade', self._facade)]
+        self._patches = [mock.patch.object(db_session, 'facade', self._facade)]
         self._patches += [mock.patch.object(db_api, name, self._wrap(name))
                           for name in sorted(self.real)]
         for patch in self._patches:

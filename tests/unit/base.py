@@ -15,8 +15,8 @@ from heat.tests import common
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from heat_health.db import api as db_api
 from heat_health.db import migration
+from heat_health.db import session as db_session
 
 
 def _heat_etc_dir():
@@ -51,7 +51,7 @@ class HeatHealthTestCase(common.HeatTestCase):
         """Our tables in a private sqlite file, created by our migrations."""
         tmp = self.useFixture(fixtures.TempDir()).path
         path = os.path.join(tmp, 'health.db')
-        facade = db_api.enginefacade.transaction_context()
+        facade = db_session.enginefacade.transaction_context()
         facade.configure(connection='sqlite:///%s' % path)
-        self.useFixture(fixtures.MockPatchObject(db_api, '_facade', facade))
+        self.useFixture(fixtures.MockPatchObject(db_session, 'facade', facade))
         migration.db_sync()

@@ -15,6 +15,7 @@ from heat_health.api import middleware
 from heat_health.common import policies
 from heat_health.db import api as db_api
 from heat_health.db import models
+from heat_health.db import session as db_session
 from heat_health.engine import pausing
 from tests.unit import base
 from tests.unit import test_engine_endpoint
@@ -102,7 +103,7 @@ class TestEngineReport(test_engine_endpoint.StackTestCase):
             raise e.exc_info[1]
 
     def test_policies_targets_and_events(self):
-        with db_api._facade.writer.using(db_api._Session()) as session:
+        with db_session.facade.writer.using(db_session.Session()) as session:
             session.add(models.Policy(
                 id='pol-1', stack_id=self.top.id, resource_name='health',
                 project_id='tenant-1', enabled=True, engine_id='e-1',
@@ -152,7 +153,7 @@ class TestEngineReport(test_engine_endpoint.StackTestCase):
                          (event['old_state'], event['new_state']))
 
     def test_a_policy_error_is_shown_until_its_owner_clears_it(self):
-        with db_api._facade.writer.using(db_api._Session()) as session:
+        with db_session.facade.writer.using(db_session.Session()) as session:
             session.add(models.Policy(
                 id='pol-1', stack_id=self.top.id, resource_name='health',
                 project_id='tenant-1', enabled=True, engine_id='e-1',
@@ -204,7 +205,8 @@ class TestEnginePause(test_engine_endpoint.StackTestCase):
     def setUp(self):
         super(TestEnginePause, self).setUp()
         for policy_id, name in (('pol-1', 'health'), ('pol-2', 'watch')):
-            with db_api._facade.writer.using(db_api._Session()) as session:
+            with db_session.facade.writer.using(
+                    db_session.Session()) as session:
                 session.add(models.Policy(
                     id=policy_id, stack_id=self.top.id, resource_name=name,
                     project_id='tenant-1', enabled=True, generation=1,

@@ -14,6 +14,7 @@ import requests
 
 from heat_health.db import api as db_api
 from heat_health.db import models
+from heat_health.db import session as db_session
 from heat_health.engine.pools import lb_follow
 from tests.unit import base
 from tests.unit import test_lb_members as fake_octavia
@@ -38,13 +39,13 @@ class DrainedMembersTest(base.HeatHealthTestCase):
     def setUp(self):
         super(DrainedMembersTest, self).setUp()
         self.setup_health_db()
-        with db_api._facade.writer.using(db_api._Session()) as session:
+        with db_session.facade.writer.using(db_session.Session()) as session:
             session.add(models.Policy(
                 id='p1', stack_id='stack', resource_name='health',
                 project_id='p', spec={}, enabled=True, generation=1))
 
     def _target(self, name, recovery):
-        with db_api._facade.writer.using(db_api._Session()) as session:
+        with db_session.facade.writer.using(db_session.Session()) as session:
             session.add(models.Target(
                 policy_id='p1', server_id=name, stack_id='stack',
                 resource_name=name, path='group/' + name, state='RECOVERING',

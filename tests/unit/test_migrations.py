@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from heat_health.db import api as db_api
 from heat_health.db import migration
 from heat_health.db import models
+from heat_health.db import session as db_session
 
 
 def _script():
@@ -39,7 +40,7 @@ class _OwnFacade(object):
     """
 
     def get_enginefacade(self):
-        return db_api._facade
+        return db_session.facade
 
 
 class _SQLiteFixture(_OwnFacade, test_fixtures.OpportunisticDbFixture):

@@ -6,8 +6,8 @@ import types
 from oslo_utils import timeutils
 
 from heat_health.common import nova_adapter
-from heat_health.db import api as db_api
 from heat_health.db import models
+from heat_health.db import session as db_session
 from heat_health.engine.monitor import monitor
 from heat_health.policy import spec as policy_spec
 from heat_health.policy import targets
@@ -72,7 +72,7 @@ class FakeRegistry(object):
     def refresh_all(self, policies):
         self.refreshed.append(sorted(p.id for p in policies))
         result = {}
-        with db_api._facade.writer.using(db_api._Session()) as session:
+        with db_session.facade.writer.using(db_session.Session()) as session:
             for policy in policies:
                 if session.get(models.Policy, policy.id) is None:
                     session.add(models.Policy(
@@ -87,7 +87,7 @@ class FakeRegistry(object):
                             policy_id=policy.id, server_id=server,
                             stack_id=policy.stack_id, resource_name=server,
                             path=server, state='NO_DATA'))
-        with db_api._facade.reader.using(db_api._Session()) as session:
+        with db_session.facade.reader.using(db_session.Session()) as session:
             for policy in policies:
                 rows = session.query(models.Target).filter_by(
                     policy_id=policy.id).all()
@@ -129,7 +129,7 @@ class TestMonitor(base.HeatHealthTestCase):
             info=lambda *a: None)
 
     def _states(self):
-        with db_api._facade.reader.using(db_api._Session()) as session:
+        with db_session.facade.reader.using(db_session.Session()) as session:
             return {(t.policy_id, t.server_id): t.state
                     for t in session.query(models.Target)}
 
@@ -223,7 +223,7 @@ class TestMonitor(base.HeatHealthTestCase):
         self.monitor.tick()
         target, _options = self.urls.submitted[0]
         self.assertEqual('vm-s1', target.name)
-        with db_api._facade.reader.using(db_api._Session()) as session:
+        with db_session.facade.reader.using(db_session.Session()) as session:
             row = session.query(models.Target).filter_by(
                 policy_id='pu').one()
             self.assertEqual(('vm-s1', ['10.0.0.1']),

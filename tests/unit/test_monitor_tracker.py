@@ -13,6 +13,7 @@ import sqlalchemy as sa
 
 from heat_health.db import api as db_api
 from heat_health.db import models
+from heat_health.db import session as db_session
 from heat_health.engine.monitor import tracker
 from heat_health.engine.monitor import watched
 from heat_health.policy import observation as obs
@@ -71,7 +72,7 @@ class TestTracker(base.HeatHealthTestCase):
     def _add_policy(self, policy_id, servers, modes=(POLL,),
                     conditional='ANY_FAILED', state='HEALTHY', grace=None,
                     generation=1):
-        with db_api._facade.writer.using(db_api._Session()) as session:
+        with db_session.facade.writer.using(db_session.Session()) as session:
             session.add(models.Policy(
                 id=policy_id, stack_id='stack-' + policy_id,
                 resource_name='health', project_id='p1',
@@ -87,7 +88,7 @@ class TestTracker(base.HeatHealthTestCase):
                     grace_until=grace))
 
     def _update_policy(self, policy_id, **values):
-        with db_api._facade.writer.using(db_api._Session()) as session:
+        with db_session.facade.writer.using(db_session.Session()) as session:
             session.query(models.Policy).filter_by(id=policy_id).update(
                 values)
 
@@ -96,7 +97,7 @@ class TestTracker(base.HeatHealthTestCase):
 
         The policies this engine owns, their targets and generations.
         """
-        with db_api._facade.reader.using(db_api._Session()) as session:
+        with db_session.facade.reader.using(db_session.Session()) as session:
             policies = session.query(models.Policy).filter_by(
                 engine_id=engine_id).all()
             rows = session.query(models.Target).all()
@@ -112,7 +113,7 @@ class TestTracker(base.HeatHealthTestCase):
         return let_go
 
     def _rows(self):
-        with db_api._facade.reader.using(db_api._Session()) as session:
+        with db_session.facade.reader.using(db_session.Session()) as session:
             return {(t.policy_id, t.server_id): t
                     for t in session.query(models.Target)}
 
@@ -381,7 +382,7 @@ class TestTracker(base.HeatHealthTestCase):
         # The user's reset, stored in the second of the UNHEALTHY (MySQL
         # keeps no fractions), and the switch back on: read in one load.
         since = self._rows()[('pa', 's1')].state_since
-        with db_api._facade.writer.using(db_api._Session()) as session:
+        with db_session.facade.writer.using(db_session.Session()) as session:
             session.query(models.Target).filter_by(
                 policy_id='pa', server_id='s1').update(
                     {'state': 'NO_DATA', 'state_since': since})

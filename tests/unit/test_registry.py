@@ -17,6 +17,9 @@ from oslotest import base as test_base
 
 from heat_health.db import api as db_api
 from heat_health.db import migration
+from heat_health.db import models
+from heat_health.db import session as db_session
+from heat_health.db import targets as db_targets
 from heat_health.engine import endpoint
 from heat_health.engine.ownership import partition
 from heat_health.engine.ownership import registry
@@ -162,9 +165,9 @@ class FakePartition(object):
 
 
 def _rows():
-    with db_api._facade.reader.using(db_api._Session()) as session:
+    with db_session.facade.reader.using(db_session.Session()) as session:
         return {p.id: (p.engine_id, p.generation, p.handoff_to)
-                for p in session.query(db_api.models.Policy)}
+                for p in session.query(models.Policy)}
 
 
 class RingClaimTestCase(base.HeatHealthTestCase):
@@ -303,8 +306,8 @@ class TargetSyncTestCase(base.HeatHealthTestCase):
     def test_replaced_server_keeps_the_place(self):
         db_api.target_sync('p1', self.places, 60)
         before = self._targets()[('stack-1', 'web')]
-        with db_api._facade.writer.using(db_api._Session()) as session:
-            session.query(db_api.models.Target).filter_by(
+        with db_session.facade.writer.using(db_session.Session()) as session:
+            session.query(models.Target).filter_by(
                 id=before.id).update({'state': 'UNHEALTHY',
                                       'observation': 'UNHEALTHY',
                                       'observation_source': 'X',
@@ -356,7 +359,7 @@ class _ConcurrentSyncTests(object):
                   for n in range(3)}
         together = threading.Barrier(2, timeout=20)
         seen = threading.local()
-        real = db_api._new_server_values
+        real = db_targets._new_server_values
 
         def after_both_read(*args):
             if not getattr(seen, 'waited', False):
@@ -364,7 +367,7 @@ class _ConcurrentSyncTests(object):
                 together.wait()
             return real(*args)
         self.useFixture(fixtures.MockPatchObject(
-            db_api, '_new_server_values', side_effect=after_both_read))
+            db_targets, '_new_server_values', side_effect=after_both_read))
         results, errors = [], []
 
         def sync():
@@ -456,8 +459,8 @@ class TargetResolutionTestCase(base.HeatHealthTestCase):
     def test_keeps_state_and_follows_removal(self):
         policy = _policy('p1', self.stack.id, ['web', 'workers'])
         self.registry.refresh_targets(policy)
-        with db_api._facade.writer.using(db_api._Session()) as session:
-            session.query(db_api.models.Target).filter_by(
+        with db_session.facade.writer.using(db_session.Session()) as session:
+            session.query(models.Target).filter_by(
                 path='web').update({'state': 'HEALTHY'})
         policy = _policy('p1', self.stack.id, ['web'])
         found = self.registry.refresh_targets(policy)

@@ -4,8 +4,8 @@ import datetime
 
 from oslo_utils import timeutils
 
-from heat_health.db import api as db_api
 from heat_health.db import models
+from heat_health.db import session as db_session
 from heat_health.engine.monitor import routing
 from heat_health.policy import observation as obs
 from tests.unit import base
@@ -69,7 +69,7 @@ class TestRouter(base.HeatHealthTestCase):
         self.assertTrue(self.router.refresh())
 
     def _policy(self, policy_id, engine_id, lease, servers):
-        with db_api._facade.writer.using(db_api._Session()) as session:
+        with db_session.facade.writer.using(db_session.Session()) as session:
             session.add(models.Policy(
                 id=policy_id, stack_id='stack-' + policy_id,
                 resource_name='health', project_id='p', spec={},
@@ -83,7 +83,7 @@ class TestRouter(base.HeatHealthTestCase):
                     path=server, state='NO_DATA'))
 
     def _move(self, policy_id, engine_id):
-        with db_api._facade.writer.using(db_api._Session()) as session:
+        with db_session.facade.writer.using(db_session.Session()) as session:
             session.query(models.Policy).filter_by(id=policy_id).update(
                 {'engine_id': engine_id, 'generation': 2})
 

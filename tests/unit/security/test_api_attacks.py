@@ -16,6 +16,7 @@ from heat.tests import utils
 
 from heat_health.db import api as db_api
 from heat_health.db import models
+from heat_health.db import session as db_session
 from heat_health.objects import policy as policy_object
 from tests.unit.security import api_pipeline
 
@@ -41,7 +42,7 @@ def create_stack(ctx, name='web'):
 
 
 def add_policy(stack, project, policy_id=POLICY_ID):
-    with db_api._facade.writer.using(db_api._Session()) as session:
+    with db_session.facade.writer.using(db_session.Session()) as session:
         session.add(models.Policy(
             id=policy_id, stack_id=stack.id, resource_name='health',
             project_id=project, enabled=True, generation=1,

@@ -22,8 +22,8 @@ from oslo_serialization import jsonutils
 from oslo_utils import timeutils
 
 from heat_health.common import lb_members
-from heat_health.db import api as db_api
 from heat_health.db import models
+from heat_health.db import session as db_session
 from heat_health.engine.monitor import lb_status
 from heat_health.engine.monitor import tracker as tracker_mod
 from heat_health.engine.ownership import registry as registry_mod
@@ -189,7 +189,7 @@ class VerdictsStayWithTheirPolicyTestCase(base.HeatHealthTestCase):
         self.tracker = tracker_mod.Tracker(
             'engine-1', 'host-1', notifier=_Notifier(),
             clock=lambda: self.now)
-        with db_api._facade.reader.using(db_api._Session()) as session:
+        with db_session.facade.reader.using(db_session.Session()) as session:
             rows = session.query(models.Policy).all()
             found = session.query(models.Target).all()
             for row in rows + found:
@@ -221,7 +221,7 @@ resources:
 
     def _policy(self, name, stack, modes):
         policy = _policy(name, stack.id, ['web'], project=name, modes=modes)
-        with db_api._facade.writer.using(db_api._Session()) as session:
+        with db_session.facade.writer.using(db_session.Session()) as session:
             session.query(models.Policy).filter_by(id=name).update(
                 {'engine_id': 'engine-1', 'generation': 1,
                  'lease_expires_at': self.now + datetime.timedelta(days=1)})
@@ -232,7 +232,7 @@ resources:
         return policy
 
     def _states(self):
-        with db_api._facade.reader.using(db_api._Session()) as session:
+        with db_session.facade.reader.using(db_session.Session()) as session:
             return {t.policy_id: t.state
                     for t in session.query(models.Target)}
 

@@ -20,6 +20,7 @@ from heat_health.common import nova_adapter
 from heat_health.db import api as db_api
 from heat_health.db import migration
 from heat_health.db import models
+from heat_health.db import session as db_session
 from heat_health.engine.monitor import monitor as monitor_mod
 from heat_health.engine.ownership import place_limits
 from heat_health.engine.ownership import registry as registry_mod
@@ -83,7 +84,7 @@ class TestFaultIsolationMySQL(test_fixtures.OpportunisticDBTestMixin,
         }
         places['bad-id'].update(_place('nested-2', 'server-1',
                                        NEXT_TO_BAD_ID, 'group/server-1'))
-        with db_api._facade.writer.using(db_api._Session()) as session:
+        with db_session.facade.writer.using(db_session.Session()) as session:
             for policy_id in places:
                 session.add(models.Policy(
                     id=policy_id, stack_id='stack-' + policy_id,
@@ -104,7 +105,7 @@ class TestFaultIsolationMySQL(test_fixtures.OpportunisticDBTestMixin,
             info=lambda *a: None)
 
     def _states(self):
-        with db_api._facade.reader.using(db_api._Session()) as session:
+        with db_session.facade.reader.using(db_session.Session()) as session:
             return {t.server_id: t.state
                     for t in session.query(models.Target)}
 

@@ -1,0 +1,242 @@
+"""Health policies: their rows, who owns each (leases), pause and brake."""
+
+import datetime
+
+from oslo_utils import timeutils
+import sqlalchemy as sa
+
+from heat_health.db import models
+from heat_health.db import session as db_session
+
+
+@db_session.retry_on_deadlock
+def policy_create_or_update(values, grace_seconds=0):
+    """Write a policy row; an existing one keeps its owner and lease.
+
+    A policy enabled again gives its targets the grace, as a resumed stack
+    does: what was seen while it was off is not judged before its servers
+    were looked at again.
+    """
+    with db_session.facade.writer.using(db_session.Session()) as session:
+        policy = session.get(models.Policy, values['id'])
+        if policy is None:
+            policy = models.Policy(**values)
+            session.add(policy)
+        else:
+            if values.get('enabled') and not policy.enabled:
+                _grace_targets(session, policy.id, grace_seconds)
+            for key, value in values.items():
+                setattr(policy, key, value)
+        session.flush()
+        session.refresh(policy)
+        return db_session.detached(session, [policy])[0]
+
+
+def policy_get(policy_id):
+    with db_session.facade.reader.using(db_session.Session()) as session:
+        policy = session.get(models.Policy, policy_id)
+        return policy and db_session.detached(session, [policy])[0]
+
+
+def policy_get_all_by_stack(stack_id):
+    with db_session.facade.reader.using(db_session.Session()) as session:
+        rows = session.query(models.Policy).filter_by(
+            stack_id=stack_id).order_by(models.Policy.created_at).all()
+        return db_session.detached(session, rows)
+
+
+@db_session.retry_on_deadlock
+def policy_delete(policy_id):
+    """Delete a policy with its targets and events; True if it existed."""
+    with db_session.facade.writer.using(db_session.Session()) as session:
+        session.query(models.Event).filter_by(policy_id=policy_id).delete()
+        session.query(models.Target).filter_by(policy_id=policy_id).delete()
+        return bool(session.query(models.Policy).filter_by(
+            id=policy_id).delete())
+
+
+@db_session.retry_on_deadlock
+def policy_claim(engine_id, lease_seconds, policy_id=None,
+                 ring_owner=None, members=None):
+    """Renew this engine's leases, offer, and take; returns what it owns.
+
+    :param ring_owner: policy id -> the engine that should own it (the
+        engines' hash ring); None: this engine wants every policy.
+    :param members: the live engines (from the coordination group), or
+        None: a holder is then live as long as its lease runs.
+    A policy held by a live lease stays with its holder; the holder offers
+    it (``handoff_to``) when the ring names another engine, which takes it
+    at its next claim: the policy is watched until that moment. A take
+    bumps the policy's generation, in one conditional UPDATE on the
+    generation read, so two engines never both take it and every write of
+    the previous owner is fenced off from then on.
+    """
+    P = models.Policy
+    now = timeutils.utcnow()
+    expires = now + datetime.timedelta(seconds=lease_seconds)
+    with db_session.facade.writer.using(db_session.Session()) as session:
+        query = session.query(P.id, P.engine_id, P.lease_expires_at,
+                              P.generation, P.handoff_to)
+        if policy_id is not None:
+            query = query.filter(P.id == policy_id)
+        keep, offers, takes = [], {}, []
+        for row in query.all():
+            wanted_by = engine_id if ring_owner is None else ring_owner(
+                row.id)
+            live = (row.engine_id is not None and
+                    row.lease_expires_at is not None and
+                    row.lease_expires_at >= now and
+                    (members is None or row.engine_id in members or
+                     row.engine_id == engine_id))
+            if live and row.engine_id == engine_id:
+                keep.append(row.id)
+                offer = None if wanted_by == engine_id else wanted_by
+                if offer != row.handoff_to:
+                    offers[row.id] = offer
+            elif wanted_by == engine_id and (
+                    not live or row.handoff_to == engine_id):
+                takes.append((row.id, row.generation))
+        if keep:
+            session.query(P).filter(
+                P.id.in_(keep), P.engine_id == engine_id,
+                P.lease_expires_at >= now).update(
+                    {'lease_expires_at': expires,
+                     'updated_at': P.updated_at},
+                    synchronize_session=False)
+        for pid, offer in offers.items():
+            session.query(P).filter(P.id == pid,
+                                    P.engine_id == engine_id).update(
+                {'handoff_to': offer, 'updated_at': P.updated_at},
+                synchronize_session=False)
+        for pid, generation in takes:
+            session.query(P).filter(P.id == pid,
+                                    P.generation == generation).update(
+                {'engine_id': engine_id, 'lease_expires_at': expires,
+                 'generation': generation + 1, 'handoff_to': None,
+                 'updated_at': P.updated_at},
+                synchronize_session=False)
+    with db_session.facade.reader.using(db_session.Session()) as session:
+        query = session.query(P).filter(P.engine_id == engine_id,
+                                        P.lease_expires_at >= now)
+        if policy_id is not None:
+            query = query.filter(P.id == policy_id)
+        return db_session.detached(session, query.order_by(P.id).all())
+
+
+def policy_other_owners(engine_id):
+    """Engines other than this one holding a lease that has not expired."""
+    now = timeutils.utcnow()
+    with db_session.facade.reader.using(db_session.Session()) as session:
+        rows = session.query(models.Policy.engine_id).filter(
+            models.Policy.engine_id.isnot(None),
+            models.Policy.engine_id != engine_id,
+            models.Policy.lease_expires_at >= now).distinct().all()
+        return sorted(row[0] for row in rows)
+
+
+@db_session.retry_on_deadlock
+def policy_release(engine_id):
+    """Give up this engine's policies so another may claim them at once."""
+    with db_session.facade.writer.using(db_session.Session()) as session:
+        return session.query(models.Policy).filter_by(
+            engine_id=engine_id).update(
+                {'engine_id': None, 'lease_expires_at': None,
+                 'handoff_to': None, 'updated_at': models.Policy.updated_at},
+                synchronize_session=False)
+
+
+@db_session.retry_on_deadlock
+def policy_set_suspended(policy_id, suspended, grace_seconds=0):
+    """Follow the stack's suspend/resume; True if the policy exists.
+
+    On resume its targets get the grace: what was seen of them while
+    suspended is not judged before they had time to start again.
+    """
+    with db_session.facade.writer.using(db_session.Session()) as session:
+        found = bool(session.query(models.Policy).filter_by(
+            id=policy_id).update({'suspended': suspended},
+                                 synchronize_session=False))
+        if found and not suspended:
+            _grace_targets(session, policy_id, grace_seconds)
+        return found
+
+
+def _grace_targets(session, policy_id, grace_seconds):
+    session.query(models.Target).filter_by(policy_id=policy_id).update(
+        {'grace_until': timeutils.utcnow() + datetime.timedelta(
+            seconds=grace_seconds)}, synchronize_session=False)
+
+
+def policy_set_braked(engine_id, policy_id, generation, reason):
+    """Store why the policy stopped acting (None: it acts again).
+
+    Only its owner under that generation writes it. True if written.
+    """
+    now = timeutils.utcnow()
+    with db_session.facade.writer.using(db_session.Session()) as session:
+        return bool(session.query(models.Policy).filter_by(
+            id=policy_id, engine_id=engine_id, generation=generation).update(
+                {'braked': reason and reason[:255],
+                 'braked_since': reason and now},
+                synchronize_session=False))
+
+
+# A policy's error is at most this long (its column's length).
+POLICY_ERROR_MAX = models.Policy.error.type.length
+
+
+def policy_set_error(engine_id, policy_id, generation, error):
+    """Store why the policy cannot be watched fully (None: it can).
+
+    Only its owner under that generation writes it; the time is kept
+    while the error stays the same. True if written.
+    """
+    error = error and error[:POLICY_ERROR_MAX]
+    with db_session.facade.writer.using(db_session.Session()) as session:
+        query = session.query(models.Policy).filter_by(
+            id=policy_id, engine_id=engine_id, generation=generation)
+        row = query.first()
+        if row is None:
+            return False
+        if row.error == error:
+            return True
+        since = row.error_since if row.error else timeutils.utcnow()
+        return bool(query.update(
+            {'error': error, 'error_since': error and since},
+            synchronize_session=False))
+
+
+@db_session.retry_on_deadlock
+def policy_set_paused(policy_ids, pause, user, reason=None):
+    """Pause these policies' healing, or resume it, for ``user``.
+
+    Any engine may write it (an operator's request, not a decision of the
+    owner, so no fencing): the owner reads it at its next claim. Only the
+    policies whose pause changes are written, each with its timeline row
+    in the same transaction. Returns the ids of those.
+    """
+    P = models.Policy
+    now = timeutils.utcnow()
+    if pause:
+        text = 'paused by %s' % user + (': %s' % reason if reason else '')
+    else:
+        text = 'resumed by %s' % user
+    with db_session.facade.writer.using(db_session.Session()) as session:
+        query = session.query(P.id).filter(P.id.in_(list(policy_ids)))
+        query = query.filter(P.paused_at.is_(None) if pause
+                             else P.paused_at.isnot(None))
+        changed = sorted(row.id for row in query)
+        if not changed:
+            return []
+        session.query(P).filter(P.id.in_(changed)).update(
+            {'paused_at': now if pause else None,
+             'paused_by': user[:255] if pause else None,
+             'paused_reason': reason[:255] if pause and reason else None,
+             'updated_at': P.updated_at},
+            synchronize_session=False)
+        session.execute(sa.insert(models.Event.__table__), [{
+            'policy_id': policy_id, 'server_id': None, 'old_state': None,
+            'new_state': 'PAUSED' if pause else 'RESUMED',
+            'reason': text[:255], 'source': 'operator', 'created_at': now}
+            for policy_id in changed])
+    return changed

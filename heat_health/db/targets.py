@@ -1,0 +1,263 @@
+"""A policy's targets: kept in step with Heat's places, read and reset.
+
+What is written here is not fenced by ownership: the sync is idempotent
+between engines and a user's reset is any engine's to store.
+"""
+
+import datetime
+
+from oslo_db import api as oslo_db_api
+from oslo_db import exception as db_exc
+from oslo_utils import timeutils
+import sqlalchemy as sa
+
+from heat_health.db import models
+from heat_health.db import session as db_session
+
+
+def leftovers(recovery, marked=True):
+    """What a finished recovery still has to undo, or None.
+
+    Members it drained and did not restore yet (``drained``, of the
+    server ``drained_of``), and the server whose resource it marked
+    CHECK_FAILED (``marked_failed``).
+    """
+    recovery = recovery or {}
+    left = {}
+    if recovery.get('drained') and not recovery.get('restored'):
+        left['drained'] = recovery['drained']
+        if recovery.get('drained_of'):
+            left['drained_of'] = recovery['drained_of']
+    if marked and recovery.get('marked_failed'):
+        left['marked_failed'] = recovery['marked_failed']
+    return left or None
+
+
+def drained_members(pool_ids):
+    """{pool id: {address}} of members a recovery drained and holds so.
+
+    Those drained (recorded before the weight changed) and neither given
+    back nor being given back: whoever sends a pool's full member list
+    sends them at weight 0, whatever weight it read.
+    """
+    wanted = set(pool_ids)
+    found = {}
+    if not wanted:
+        return found
+    T = models.Target
+    with db_session.facade.reader.using(db_session.Session()) as session:
+        rows = session.query(T.recovery).filter(T.recovery.isnot(None))
+        for (recovery,) in rows:
+            recovery = recovery or {}
+            if recovery.get('restored') or recovery.get('restoring'):
+                continue
+            for pool_id, member in (recovery.get('drained') or {}).items():
+                if pool_id in wanted and member:
+                    found.setdefault(pool_id, set()).add(member[0])
+    return found
+
+
+@db_session.retry_on_deadlock
+def target_reset(stack_id, resource_name, reason):
+    """A user said the resource is healthy: forget its failure.
+
+    The rows of that place (every policy watching it) in a failed or
+    recovery state start again NO_DATA, attempts forgotten; any engine
+    may write this (the owner follows the newer stored state). Returns
+    the number of rows reset.
+    """
+    now = timeutils.utcnow()
+    T = models.Target
+    with db_session.facade.writer.using(db_session.Session()) as session:
+        rows = session.query(T).filter(
+            T.stack_id == stack_id, T.resource_name == resource_name,
+            T.state.in_(['SUSPECT', 'UNHEALTHY', 'RECOVERING', 'VERIFYING',
+                         'GAVE_UP'])).all()
+        for row in rows:
+            session.add(models.Event(
+                policy_id=row.policy_id, server_id=row.server_id,
+                path=row.path, old_state=row.state, new_state='NO_DATA',
+                reason=reason[:255], source='api', created_at=now))
+            row.state = 'NO_DATA'
+            row.state_reason = reason[:255]
+            row.state_since = now
+            # Drained members still get their weight back; the user's
+            # reset cleared the resource's CHECK_FAILED itself.
+            row.recovery = leftovers(row.recovery, marked=False)
+            row.attempts = 0
+            row.first_attempt_at = None
+            row.next_attempt_at = None
+            row.observation = None
+            row.observed_at = None
+        return len(rows)
+
+
+def owner_index(server_ids=None):
+    """{server id: {engine id, ...}} of the servers watched by live leases.
+
+    Deployment-wide: every consumer of Nova's notifications knows which
+    engine to hand news of a server to.
+    """
+    P, T = models.Policy, models.Target
+    now = timeutils.utcnow()
+    index = {}
+    with db_session.facade.reader.using(db_session.Session()) as session:
+        query = session.query(T.server_id, P.engine_id).join(
+            P, P.id == T.policy_id).filter(P.engine_id.isnot(None),
+                                           P.lease_expires_at >= now)
+        if server_ids is not None:
+            query = query.filter(T.server_id.in_(sorted(server_ids)))
+        for server_id, engine in query:
+            index.setdefault(server_id, set()).add(engine)
+    return index
+
+
+def target_get_all(policy_ids):
+    """{policy_id: [targets ordered by path]} for the given policies."""
+    result = {policy_id: [] for policy_id in policy_ids}
+    if not result:
+        return result
+    with db_session.facade.reader.using(db_session.Session()) as session:
+        rows = session.query(models.Target).filter(
+            models.Target.policy_id.in_(list(result))).order_by(
+                models.Target.policy_id, models.Target.path).all()
+        for row in db_session.detached(session, rows):
+            result[row.policy_id].append(row)
+    return result
+
+
+def target_get_rows(target_ids):
+    """{target id: row} as stored (detached)."""
+    with db_session.facade.reader.using(db_session.Session()) as session:
+        rows = session.query(models.Target).filter(
+            models.Target.id.in_(sorted(target_ids))).all()
+        return {row.id: row for row in db_session.detached(session, rows)}
+
+
+def target_details_update(details):
+    """Store server names and addresses learnt from Nova, in one go.
+
+    :param details: {target id: (server_name, [address, ...])}.
+    """
+    if not details:
+        return
+    with db_session.facade.writer.using(db_session.Session()) as session:
+        for target_id, (name, addresses) in details.items():
+            session.query(models.Target).filter_by(id=target_id).update(
+                {'server_name': name, 'addresses': list(addresses)},
+                synchronize_session=False)
+
+
+def _new_server_values(server_id, now, grace_until, reason):
+    """A place's columns when a (new) server is there: no verdict yet."""
+    return {'server_id': server_id, 'state': 'NO_DATA',
+            'state_reason': reason[:255], 'state_since': now,
+            'grace_until': grace_until, 'server_name': None,
+            'observation': None, 'observation_reason': None,
+            'observation_source': None, 'observed_at': None}
+
+
+def _recreating(row):
+    return (row.state in ('RECOVERING', 'VERIFYING') and
+            (row.recovery or {}).get('action') == 'RECREATE')
+
+
+def _replaced_by_recovery(row, found, now):
+    """The row of a place whose RECREATE happened: VERIFYING, new server.
+
+    Attempts and the recovery stay; verification starts now, with the
+    deadline the recovery was given.
+    """
+    recovery = dict(row.recovery)
+    seconds = recovery.get('verify_seconds') or 0
+    recovery.update(stage='replaced', new_server_id=found['server_id'],
+                    started_at=now.isoformat(),
+                    deadline=(now + datetime.timedelta(
+                        seconds=seconds)).isoformat())
+    reason = 'server %s replaced by %s (RECREATE): verifying' % (
+        row.server_id, found['server_id'])
+    event = {'policy_id': row.policy_id, 'server_id': found['server_id'],
+             'path': row.path,
+             'old_state': row.state, 'new_state': 'VERIFYING',
+             'reason': reason[:255], 'source': 'recovery',
+             'created_at': now}
+    values = _new_server_values(found['server_id'], now, None, reason)
+    values.update(state='VERIFYING', recovery=recovery,
+                  addresses=list(found.get('addresses') or ()))
+    for key, value in values.items():
+        setattr(row, key, value)
+    return event
+
+
+@oslo_db_api.wrap_db_retry(max_retries=3, retry_on_deadlock=True,
+                           exception_checker=lambda e: isinstance(
+                               e, db_exc.DBDuplicateEntry))
+def target_sync(policy_id, places, grace_seconds, graced=()):
+    """Make the policy's target rows match the places found in Heat.
+
+    :param places: {(stack_id, resource_name): {server_id, path,
+        addresses}} as found in Heat's database now.
+    :param graced: places whose resource has just ended a stack action:
+        their grace starts again.
+    New places start NO_DATA within the grace; a place whose server was
+    replaced keeps its row (and history) with the new server, NO_DATA;
+    places gone from the stack are removed. Idempotent: two engines
+    syncing at once both end with the same rows (a duplicate insert is
+    retried against the rows the other stored).
+    Returns (added, removed, replaced) lists of places.
+    """
+    now = timeutils.utcnow()
+    grace_until = now + datetime.timedelta(seconds=grace_seconds)
+    events = []
+    with db_session.facade.writer.using(db_session.Session()) as session:
+        existing = {(row.stack_id, row.resource_name): row
+                    for row in session.query(models.Target).filter_by(
+                        policy_id=policy_id)}
+        removed = sorted(set(existing) - set(places))
+        if removed:
+            session.query(models.Target).filter(models.Target.id.in_(
+                [existing[place].id for place in removed])).delete(
+                    synchronize_session=False)
+        added = sorted(set(places) - set(existing))
+        for place in added:
+            found = places[place]
+            session.add(models.Target(
+                policy_id=policy_id, stack_id=place[0],
+                resource_name=place[1], path=found['path'],
+                addresses=list(found.get('addresses') or ()),
+                **_new_server_values(found['server_id'], now, grace_until,
+                                     'registered, no verdict yet')))
+        replaced = []
+        for place in set(places) & set(existing):
+            row, found = existing[place], places[place]
+            if row.path != found['path']:
+                row.path = found['path']
+            if (row.server_id != found['server_id'] and
+                    _recreating(row)):
+                # Our own recovery's replacement: verify the new server.
+                replaced.append(place)
+                events.append(_replaced_by_recovery(row, found, now))
+                continue
+            if row.server_id != found['server_id']:
+                replaced.append(place)
+                reason = 'server %s replaced by %s' % (row.server_id,
+                                                       found['server_id'])
+                events.append({'policy_id': policy_id,
+                               'server_id': found['server_id'],
+                               'path': found['path'],
+                               'old_state': row.state,
+                               'new_state': 'NO_DATA', 'reason': reason,
+                               'source': 'heat', 'created_at': now})
+                for key, value in _new_server_values(
+                        found['server_id'], now, grace_until,
+                        reason).items():
+                    setattr(row, key, value)
+                row.addresses = list(found.get('addresses') or ())
+            elif place in graced:
+                row.grace_until = grace_until
+            if found.get('addresses') and row.addresses != list(
+                    found['addresses']):
+                row.addresses = list(found['addresses'])
+        if events:
+            session.execute(sa.insert(models.Event.__table__), events)
+    return added, removed, sorted(replaced)
