@@ -29,6 +29,7 @@ from oslo_utils import timeutils
 
 from heat_health.engine import heat_locks
 from heat_health.engine.recovery import heat_replace
+from heat_health.engine.recovery import stack_owner
 from heat_health.objects import marking as marking_object
 from tests.unit import base
 
@@ -244,7 +245,7 @@ class TestReading(ReplacerTestCase):
         replacer.forget_clients(root.id)
         second = replacer._stored_context(root.id)
         self.assertIsNot(first, second)
-        now[0] += heat_replace.CONTEXT_SECONDS
+        now[0] += stack_owner.CONTEXT_SECONDS
         self.assertIsNot(second, replacer._stored_context(root.id))
         self.assertEqual(3, len(loads))
 
