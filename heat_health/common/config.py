@@ -195,6 +195,19 @@ monitor_opts = [
                     'queries missed. It is fetched one page per poll, so a '
                     'poll costs at most two Nova requests; a full listing '
                     'is also made when the engine starts.'),
+    cfg.IntOpt('node_power_state_grace',
+               default=10, min=0,
+               help='Seconds a server Nova shows ACTIVE, with no task, may '
+                    'report a power state other than RUNNING before '
+                    'NODE_STATUS_POLLING finds it unhealthy. Nova leaves '
+                    'such a server ACTIVE for good when the hypervisor '
+                    'paused its guest (QEMU does on a full disk) or lost '
+                    'it, and only its power state tells; the grace keeps a '
+                    'mismatch of a moment, while Nova syncs the power state '
+                    'with the hypervisor, from being acted on. It need not '
+                    'be shorter than the time Nova takes to stop a guest '
+                    'that shut down or crashed: the server is unhealthy as '
+                    'SHUTOFF then anyway. 0 judges at once.'),
     cfg.StrOpt('nova_auth_section',
                default='keystone_authtoken',
                help='Section of heat.conf holding the keystoneauth '

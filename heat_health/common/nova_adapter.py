@@ -30,10 +30,13 @@ NOVA_API_VERSION = '2.1'
 BY_ID_BATCH = 80
 
 Server = collections.namedtuple('Server', ['status', 'addresses', 'name',
-                                           'task_state', 'updated'],
-                                defaults=(None, None, None))
+                                           'task_state', 'updated',
+                                           'power_state'],
+                                defaults=(None, None, None, None))
 """A server as listed: its status, IP addresses (all networks), name, the
-task Nova is working on (None when idle) and when it last changed."""
+task Nova is working on (None when idle), when it last changed and the
+hypervisor's power state (Nova's integer; None when not shown), which alone
+tells a guest paused or lost behind Nova's back from a running one."""
 
 
 class NovaUnavailable(Exception):
@@ -62,7 +65,8 @@ def _ips(addresses):
 def _servers(body):
     return {s['id']: Server(s.get('status'), _ips(s.get('addresses')),
                             s.get('name'), s.get('OS-EXT-STS:task_state'),
-                            _updated(s.get('updated')))
+                            _updated(s.get('updated')),
+                            s.get('OS-EXT-STS:power_state'))
             for s in body.get('servers', ())}
 
 

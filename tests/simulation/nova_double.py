@@ -393,10 +393,22 @@ class NovaDouble(object):
         for server in sorted(self.servers.values(), key=lambda s: s.id):
             self._settle(server)
             if keep(server):
-                found[server.id] = nova_adapter.Server(
-                    server.status, list(server.addresses), server.name,
-                    server.task_state, server.updated)
+                found[server.id] = _listed(server)
         return found
+
+
+def _listed(server):
+    """The server as an admin listing shows it to the status poller.
+
+    With its power state where the acting core lists one (the world also
+    runs older versions of it).
+    """
+    listed = nova_adapter.Server(server.status, list(server.addresses),
+                                 server.name, server.task_state,
+                                 server.updated)
+    if 'power_state' in listed._fields:
+        listed = listed._replace(power_state=server.power_state)
+    return listed
 
 
 def _seconds(value):

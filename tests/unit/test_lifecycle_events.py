@@ -16,22 +16,23 @@ SENT = '2026-11-22 12:00:01.250000'
 
 
 def versioned(vm_state='active', task_state=None, uuid=SERVER,
-              kind='InstanceActionPayload'):
+              kind='InstanceActionPayload', power_state='running'):
     """A payload as Nova's versioned notifications carry it (trimmed)."""
     return {'nova_object.name': kind, 'nova_object.namespace': 'nova',
             'nova_object.version': '1.9',
             'nova_object.data': {
                 'uuid': uuid, 'tenant_id': 'p1', 'state': vm_state,
-                'task_state': task_state, 'power_state': 'running',
+                'task_state': task_state, 'power_state': power_state,
                 'host': 'compute-1', 'display_name': 'web-0',
                 'fault': None}}
 
 
-def legacy(vm_state='active', new_task_state=None, uuid=SERVER):
+def legacy(vm_state='active', new_task_state=None, uuid=SERVER,
+           power_state=1):
     """A payload as Nova's legacy compute.instance.* carry it (trimmed)."""
     return {'tenant_id': 'p1', 'instance_id': uuid, 'display_name': 'web-0',
             'state': vm_state, 'state_description': new_task_state or '',
-            'new_task_state': new_task_state, 'power_state': 1,
+            'new_task_state': new_task_state, 'power_state': power_state,
             'host': 'compute-1'}
 
 
@@ -92,6 +93,50 @@ def test_update_to_a_broken_state_is_unhealthy(vm_state):
                             '(vm_state %s)' % vm_state)
     legacy_found = observe('compute.instance.update', legacy(vm_state))
     assert legacy_found.verdict == obs.UNHEALTHY
+
+
+@pytest.mark.parametrize('power_state,reason', [
+    ('paused', 'power state PAUSED (guest paused by the hypervisor)'),
+    ('pending', 'power state NOSTATE (guest not found on the hypervisor)'),
+    ('shutdown', "power state SHUTDOWN (guest shut down behind Nova's "
+     'back)'),
+    ('crashed', 'power state CRASHED (guest crashed)'),
+    ('suspended', "power state SUSPENDED (guest suspended behind Nova's "
+     'back)'),
+])
+def test_update_of_an_active_server_whose_guest_is_not_running(power_state,
+                                                               reason):
+    # The one instance.update Nova sends when the hypervisor pauses or
+    # loses a guest: the vm_state stays active.
+    found = observe('instance.update', versioned(
+        kind='InstanceUpdatePayload', power_state=power_state))
+    assert (found.verdict, found.reason) == (
+        obs.UNHEALTHY, 'Nova status ACTIVE but %s' % reason)
+    # Nova is working on it (its own reboot): no verdict yet.
+    assert observe('instance.update', versioned(
+        task_state='rebooting_hard', kind='InstanceUpdatePayload',
+        power_state=power_state)) is None
+    # Running, or no power state at all (legacy payloads carry none): the
+    # vm_state alone, as before.
+    assert observe('instance.update', versioned(
+        kind='InstanceUpdatePayload')).verdict == obs.HEALTHY
+    no_power = legacy()
+    del no_power['power_state']
+    assert observe('compute.instance.update',
+                   no_power).verdict == obs.HEALTHY
+
+
+def test_a_reboot_that_ends_with_the_guest_not_running_did_not_heal():
+    found = observe('instance.reboot.end', versioned(power_state='paused'))
+    assert (found.verdict, found.reason) == (
+        obs.UNHEALTHY, 'Nova status ACTIVE but power state PAUSED (guest '
+        'paused by the hypervisor)')
+    # Nova's integer, where a payload gives one.
+    found = observe('compute.instance.update', legacy(power_state=0))
+    assert found.verdict == obs.UNHEALTHY
+    assert 'power state NOSTATE' in found.reason
+    assert observe('instance.reboot.end',
+                   versioned()).verdict == obs.HEALTHY
 
 
 def test_update_to_active_is_healthy_only_without_a_task():

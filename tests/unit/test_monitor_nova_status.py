@@ -270,6 +270,16 @@ class TestAdapter(base.HeatHealthTestCase):
         self.assertIn('uuid=id-080', http.urls[1])
         self.assertEqual(1, http.urls[1].count('uuid='))
 
+    def test_power_state_is_listed(self):
+        adapter, _http = self._adapter(
+            {'servers': [{'id': 's1', 'status': 'ACTIVE',
+                          'OS-EXT-STS:power_state': 3},
+                         {'id': 's2', 'status': 'ACTIVE'}]})
+        servers = adapter.list_all()
+        self.assertEqual(3, servers['s1'].power_state)
+        # Not shown (an older microversion, no admin view): unknown.
+        self.assertIsNone(servers['s2'].power_state)
+
     def test_changes_since_query(self):
         adapter, http = self._adapter({'servers': []})
         adapter.list_changed(T0)
@@ -324,3 +334,122 @@ class TestStuckTask(base.HeatHealthTestCase):
         self._poll()
         self.nova.changed = {'a': _server('ACTIVE')}
         self.assertEqual({}, self._poll())
+
+
+PAUSED_REASON = ('Nova status ACTIVE but power state PAUSED (guest paused '
+                 'by the hypervisor)')
+LOST_REASON = ('Nova status ACTIVE but power state NOSTATE (guest not found '
+               'on the hypervisor)')
+
+
+def _active(power_state, updated=None, task_state=None):
+    return nova_adapter.Server('ACTIVE', [], 'vm', task_state, updated,
+                               power_state)
+
+
+class TestGuestNotRunning(base.HeatHealthTestCase):
+    """ACTIVE in Nova, but the hypervisor does not run the guest."""
+
+    _poll = TestStatusPoller._poll
+
+    def setUp(self):
+        super(TestGuestNotRunning, self).setUp()
+        self.now = T0
+        self.seen = []
+        self.watched = {'a', 'b'}
+        self.nova = FakeNova({s: _active(1) for s in 'ab'})
+        self.poller = nova_status.StatusPoller(
+            self.nova, self.seen.append, lambda: set(self.watched),
+            resync_cycles=100, clock=lambda: self.now, power_grace=10)
+
+    def test_power_state_verdicts(self):
+        self.assertEqual((obs.UNHEALTHY, PAUSED_REASON),
+                         nova_status.verdict('ACTIVE', 3))
+        self.assertEqual((obs.UNHEALTHY, LOST_REASON),
+                         nova_status.verdict('ACTIVE', 0))
+        for power, name in ((4, 'SHUTDOWN'), (6, 'CRASHED'),
+                            (7, 'SUSPENDED')):
+            found = nova_status.verdict('ACTIVE', power)
+            self.assertEqual(obs.UNHEALTHY, found[0])
+            self.assertIn('but power state %s' % name, found[1])
+        # Running, or not shown (an older microversion): the status alone.
+        for power in (1, None):
+            self.assertEqual((obs.HEALTHY, 'Nova status ACTIVE'),
+                             nova_status.verdict('ACTIVE', power))
+        self.assertEqual((obs.UNHEALTHY, 'Nova status SHUTOFF'),
+                         nova_status.verdict('SHUTOFF', 4))
+        self.assertIsNone(nova_status.verdict('REBOOT', 3))
+
+    def test_a_paused_guest_is_unhealthy_once_the_grace_is_over(self):
+        self.assertEqual(obs.HEALTHY, self._poll()['a'][0])
+        # QEMU pauses the guest: Nova saves the power state, nothing else.
+        self.nova.changed = {'a': _active(3, self.now)}
+        self.assertEqual({}, self._poll())
+        self.nova.changed = {}
+        self.assertEqual({}, self._poll())
+        # Ten seconds on: no listing of changes names it, it is still
+        # judged.
+        self.assertEqual({'a': (obs.UNHEALTHY, PAUSED_REASON)},
+                         self._poll())
+        self.assertEqual({}, self._poll())
+        # Running again: healthy again.
+        self.nova.changed = {'a': _active(1, self.now)}
+        self.assertEqual({'a': (obs.HEALTHY, 'Nova status ACTIVE')},
+                         self._poll())
+
+    def test_a_mismatch_nova_settles_within_the_grace_says_nothing(self):
+        self._poll()
+        self.nova.changed = {'a': _active(4, self.now)}
+        self.assertEqual({}, self._poll())
+        self.nova.changed = {'a': _active(1, self.now)}
+        self.assertEqual({}, self._poll())
+        self.nova.changed = {}
+        for _ in range(4):
+            self.assertEqual({}, self._poll())
+        # One that lasts is judged.
+        self.nova.changed = {'a': _active(6, self.now)}
+        self.assertEqual({}, self._poll())
+        self.nova.changed = {}
+        self._poll()
+        self.assertEqual({'a': (obs.UNHEALTHY, 'Nova status ACTIVE but '
+                                'power state CRASHED (guest crashed)')},
+                         self._poll())
+
+    def test_without_a_power_state_the_status_alone_decides(self):
+        self.nova.servers['b'] = _active(None)
+        self.nova.servers['a'] = _active(3)
+        seen = self._poll()
+        self.assertEqual((obs.HEALTHY, 'Nova status ACTIVE'), seen['b'])
+        # A guest already paused when first listed is not healthy either.
+        self.assertNotIn('a', seen)
+        self.nova.changed = {'b': _active(None, self.now)}
+        self.assertEqual({}, self._poll())
+        self.assertEqual({'a': (obs.UNHEALTHY, PAUSED_REASON)},
+                         self._poll())
+
+    def test_a_guest_lost_long_ago_is_unhealthy_at_once(self):
+        # Nova saved the power state an hour ago: the grace is long over.
+        self.nova.servers['a'] = _active(0, T0 - datetime.timedelta(hours=1))
+        self.assertEqual(1, self.poller.lookup({'a'}))
+        self.assertEqual(
+            {('a', obs.NODE_STATUS_POLLING, obs.UNHEALTHY, LOST_REASON),
+             ('a', obs.LIFECYCLE_EVENTS, obs.UNHEALTHY, LOST_REASON)},
+            {(o.server_id, o.source, o.verdict, o.reason)
+             for o in self.seen})
+
+    def test_active_after_a_reboot_is_not_healed_while_the_guest_is_not(
+            self):
+        self.nova.servers['a'] = _active(3, T0 - datetime.timedelta(hours=1))
+        self.assertEqual(obs.UNHEALTHY, self._poll()['a'][0])
+        # A recovery's hard reboot: judged anew once Nova ends it.
+        self.poller.recheck(['a'])
+        self.nova.servers['a'] = _active(3, self.now, 'rebooting_hard')
+        self.assertEqual({}, self._poll())
+        self.nova.changed = {'a': _active(3, self.now)}
+        # ACTIVE and no task, but still paused: neither healthy, nor
+        # judged before its grace.
+        self.assertEqual({}, self._poll())
+        self.nova.changed = {}
+        self.assertEqual({}, self._poll())
+        self.assertEqual({'a': (obs.UNHEALTHY, PAUSED_REASON)},
+                         self._poll())

@@ -148,6 +148,23 @@ def test_active_and_healthy_needs_nothing():
     assert ss.action_for('stopped', healthy=True) == START
 
 
+@pytest.mark.parametrize('power', [0, 3, 4, 6, 7, 'paused', 'pending'])
+def test_an_active_server_whose_guest_is_not_running_is_hard_rebooted(power):
+    # Nova refuses to start or unpause an ACTIVE server and a soft reboot
+    # needs a running guest: a hard reboot re-creates it.
+    assert ss.action_for('active', power_state=power) == HARD
+    assert ss.stuck_action(None, 'active', power) == ('active', HARD)
+    assert ss.default_ladder('active', None, power) == [HARD, RECREATE]
+    # Its guest running, or nothing known of it: a soft reboot first.
+    for running in (1, 'running', None):
+        assert ss.default_ladder('active', None, running) == [
+            SOFT, HARD, RECREATE]
+    # Other states go as before, whatever their power state.
+    assert ss.default_ladder('stopped', None, power)[0] == START
+    assert ss.default_ladder('paused', None, power)[0] == UNPAUSE
+    assert ss.default_ladder('active', 'powering-on', power) == [RECREATE]
+
+
 def test_actions_are_fresh_dicts():
     ss.action_for('active')[1]['type'] = 'HARD'
     assert ss.action_for('active') == SOFT

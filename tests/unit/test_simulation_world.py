@@ -10,6 +10,7 @@ from heat_health.engine import report
 from tests.simulation import faults
 from tests.simulation import heat_double
 from tests.simulation import invariants
+from tests.simulation import nova_double
 
 GRACE = 20
 
@@ -109,6 +110,81 @@ def test_a_failed_write_changes_nothing_and_is_decided_again(make_world):
     assert set(engine.states().values()) == {'HEALTHY'}
     engine.tick()
     assert w.state(0) == 'UNHEALTHY'
+
+
+def _row(w, index):
+    return [t for t in w.targets() if t.server_id == w.server_id(index)][0]
+
+
+@pytest.mark.parametrize('how,reason', [
+    ('GUEST_PAUSED', 'Nova status ACTIVE but power state PAUSED (guest '
+     'paused by the hypervisor)'),
+    ('VANISHED', 'Nova status ACTIVE but power state NOSTATE (guest not '
+     'found on the hypervisor)')])
+def test_an_active_server_whose_guest_does_not_run_is_hard_rebooted(
+        make_world, how, reason):
+    w = make_world(engines=1, servers=2, pool=False)
+    engine = w.engines[0]
+    engine.tick()
+    w.advance(GRACE + 1)
+    # Nova keeps it ACTIVE: only its power state tells.
+    w.break_server(0, how)
+    assert w.server(0).status == 'ACTIVE'
+    w.advance(2)
+    engine.tick()
+    assert (w.state(0), _row(w, 0).state_reason) == ('UNHEALTHY', reason)
+    engine.recovery_pass()
+    engine.run_steps()
+    # Nova refuses a start or an unpause of an ACTIVE server, and a soft
+    # reboot needs a running guest: a hard reboot, then a new server.
+    started = [p['reason'] for _t, p in engine.notifier.sent
+               if p['new_state'] == 'RECOVERING']
+    assert started == ['REBOOT HARD started (attempt 1 of 5, step 1 of 2): '
+                       + reason]
+    w.run_until(lambda: w.state(0) == 'HEALTHY')
+    assert [(a.action, a.detail) for a in w.accepted()] == [
+        ('reboot', 'HARD')]
+    assert w.nova.refused == []
+    assert w.server(0).power_state == nova_double.RUNNING
+    assert engine.errors == []
+
+
+def test_a_soft_reboot_a_policy_names_is_hard_for_a_paused_guest(
+        make_world):
+    w = make_world(engines=1, servers=1, pool=False, policy={
+        'recovery': {'actions': [{'name': 'REBOOT',
+                                  'params': {'type': 'SOFT'}},
+                                 {'name': 'RECREATE'}]}})
+    engine = w.engines[0]
+    engine.tick()
+    w.advance(GRACE + 1)
+    w.break_server(0, 'GUEST_PAUSED')
+    w.run_until(lambda: w.state(0) == 'HEALTHY' and w.accepted())
+    assert [(a.action, a.detail) for a in w.accepted()] == [
+        ('reboot', 'HARD')]
+    assert w.heat.marks == []
+
+
+def test_an_action_nova_refuses_on_a_paused_guest_fails_at_once(
+        make_world):
+    # The policy allows no reboot: its UNPAUSE is sent, and Nova refuses
+    # it as the server is ACTIVE, which is no sign that it healed.
+    w = make_world(engines=1, servers=1, pool=False, policy={
+        'recovery': {'actions': [{'name': 'UNPAUSE'},
+                                 {'name': 'RECREATE'}]}})
+    engine = w.engines[0]
+    engine.tick()
+    w.advance(GRACE + 1)
+    w.break_server(0, 'GUEST_PAUSED')
+    w.advance(2)
+    engine.tick()
+    engine.recovery_pass()
+    engine.run_steps()
+    assert [a.action for a in w.nova.refused] == ['unpause']
+    row = _row(w, 0)
+    assert row.state == 'UNHEALTHY'
+    assert row.state_reason.startswith('recovery failed: UNPAUSE refused '
+                                       'by Nova')
 
 
 def test_nova_double_refuses_as_nova_does(make_world):

@@ -12,6 +12,10 @@ first and the notification set aside unless ``is_watched`` says otherwise.
 What is set aside is kept a few seconds: an engine learns of the servers
 another engine has just started to watch at its next read of the index, and
 news of them that reaches it before that is handled then, not lost.
+
+A guest the hypervisor paused or lost leaves its server ACTIVE in Nova: the
+one ``instance.update`` Nova sends of it says ``state: active`` and only its
+``power_state`` (a versioned payload's; legacy ones carry none) tells.
 """
 
 import collections
@@ -26,6 +30,7 @@ import oslo_messaging
 from oslo_utils import timeutils
 
 from heat_health.common import config
+from heat_health.common import power_states
 from heat_health.policy import observation as obs
 
 LOG = logging.getLogger(__name__)
@@ -92,6 +97,13 @@ def verdict(event_type, payload):
     reason = 'Nova notification %s' % event_type
     if event in _UNHEALTHY_TYPES:
         return obs.UNHEALTHY, reason
+    task_state = data.get('task_state', data.get('new_task_state'))
+    if vm_state == 'active' and not task_state and (
+            event in _HEALTHY_TYPES or event == 'instance.update'):
+        # Active, and over: the guest must run too.
+        down = power_states.active_but_down(data.get('power_state'))
+        if down is not None:
+            return obs.UNHEALTHY, down
     if event in _HEALTHY_TYPES:
         # A rebuild of a stopped server ends stopped.
         if vm_state in (None, 'active'):
@@ -101,7 +113,6 @@ def verdict(event_type, payload):
         reason = '%s (vm_state %s)' % (reason, vm_state)
         if vm_state in _UNHEALTHY_STATES:
             return obs.UNHEALTHY, reason
-        task_state = data.get('task_state', data.get('new_task_state'))
         if vm_state == 'active' and not task_state:
             return obs.HEALTHY, reason
     return None

@@ -154,7 +154,8 @@ class Monitor(object):
             # Servers checked by URL are listed too, for their addresses.
             lambda: self.tracker.servers(policy_spec.POLLED),
             conf.heat_health.node_status_resync_cycles,
-            stuck_after=self.tracker.stuck_after)
+            stuck_after=self.tracker.stuck_after,
+            power_grace=conf.heat_health.node_power_state_grace)
         self.tracker.on_look_again = lambda server_id: self.poller.recheck(
             [server_id])
         self._octavia = octavia or octavia_adapter.OctaviaAdapter(conf)

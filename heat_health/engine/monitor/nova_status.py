@@ -13,6 +13,12 @@ servers costs little more than its JSON.
 
 Unlike Senlin, an API error or timeout is not a verdict on the servers: it
 makes every watched server UNKNOWN, which leaves their state as it was.
+
+The status is not all: Nova keeps a server ACTIVE when the hypervisor
+paused its guest or lost it, and only the power state shows it. An ACTIVE
+server with no task whose guest is not running is UNHEALTHY once that has
+lasted a short grace, so a mismatch Nova's power sync is settling is not
+acted on.
 """
 
 import datetime
@@ -21,6 +27,7 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from heat_health.common import nova_adapter
+from heat_health.common import power_states
 from heat_health.policy import observation as obs
 
 LOG = logging.getLogger(__name__)
@@ -40,11 +47,35 @@ OVERLAP = datetime.timedelta(seconds=2)
 MISSING_REASON = 'Not in Nova\'s server list'
 
 
-def verdict(status):
-    """(verdict, reason) for a Nova status, or None for a transition."""
+def _guest_down(status, power_state):
+    """The power state of a server ACTIVE with its guest not running.
+
+    None when the server is not ACTIVE, its guest runs, or its power state
+    is not known (not listed): the status alone then decides.
+    """
+    if status in HEALTHY_STATUSES:
+        return power_states.not_running(power_state)
+    return None
+
+
+def _seen(status, power_state):
+    """What is remembered as last reported of a server listed so."""
+    down = _guest_down(status, power_state)
+    return status if down is None else '%s, power %s' % (status, down)
+
+
+def verdict(status, power_state=None):
+    """(verdict, reason) for a Nova status, or None for a transition.
+
+    An ACTIVE server whose guest the hypervisor does not run is UNHEALTHY
+    (the poller waits out its grace first).
+    """
     if status in UNHEALTHY_STATUSES:
         return obs.UNHEALTHY, 'Nova status %s' % status
     if status in HEALTHY_STATUSES:
+        down = power_states.active_but_down(power_state)
+        if down is not None:
+            return obs.UNHEALTHY, down
         return obs.HEALTHY, 'Nova status %s' % status
     return None
 
@@ -56,16 +87,22 @@ class StatusPoller(object):
     :param observe: called with each Observation.
     :param watched: returns the set of server ids to report on now.
     :param resync_cycles: polls between the starts of two full listings.
+    :param power_grace: seconds an ACTIVE server's guest may be reported
+        not running before the server is UNHEALTHY (0: at once).
     """
 
     def __init__(self, adapter, observe, watched, resync_cycles,
-                 clock=timeutils.utcnow, stuck_after=None):
+                 clock=timeutils.utcnow, stuck_after=None, power_grace=0):
         self._adapter = adapter
         # server id -> seconds a task may last before the server counts
         # as stuck (None: never).
         self._stuck_after = stuck_after or (lambda server_id: None)
         # server id -> (task state, since when) of servers in a task.
         self._tasks = {}
+        self._power_grace = datetime.timedelta(seconds=power_grace)
+        # server id -> (power state, since when) of ACTIVE servers without
+        # a task whose guest is not running.
+        self._down = {}
         self._observe = observe
         self._watched = watched
         self._resync_cycles = resync_cycles
@@ -115,6 +152,7 @@ class StatusPoller(object):
             if self._sweep is not None:
                 count += self._sweep_page(watched, now)
             count += self._stuck(watched, now)
+            count += self._down_past_grace(watched, now)
             self.failure = None
             return count
         except nova_adapter.NovaUnavailable as e:
@@ -161,10 +199,14 @@ class StatusPoller(object):
                 # next poll reports it, changed or not.
                 self.recheck([server_id])
                 continue
-            found = verdict(server.status)
+            if self._within_grace(server_id, server, now):
+                # Judged by the poll that finds the grace over.
+                continue
+            found = verdict(server.status, server.power_state)
             if found is None:
                 continue
-            self._reported[server_id] = server.status
+            self._reported[server_id] = _seen(server.status,
+                                              server.power_state)
             for source in (SOURCE, obs.LIFECYCLE_EVENTS):
                 self._observe(obs.Observation(server_id, found[0], found[1],
                                               source, now))
@@ -189,6 +231,7 @@ class StatusPoller(object):
             self._reported.pop(server_id, None)
             self.listed.pop(server_id, None)
             self._tasks.pop(server_id, None)
+            self._down.pop(server_id, None)
 
     def _report(self, servers, watched, now):
         count = 0
@@ -196,14 +239,16 @@ class StatusPoller(object):
         for server_id in watched.intersection(servers):
             server = servers[server_id]
             self.listed[server_id] = server
-            status = server.status
             if self._busy(server_id, server, now):
                 continue
-            if reported.get(server_id) == status:
+            if self._within_grace(server_id, server, now):
                 continue
-            found = verdict(status)
+            seen = _seen(server.status, server.power_state)
+            if reported.get(server_id) == seen:
+                continue
+            found = verdict(server.status, server.power_state)
             if found is not None:
-                reported[server_id] = status
+                reported[server_id] = seen
                 self._observe(obs.Observation(server_id, found[0], found[1],
                                               SOURCE, now))
                 count += 1
@@ -214,11 +259,13 @@ class StatusPoller(object):
 
         Its status is in flux until the task ends or lasts too long
         (``_stuck``); judging it would act on a server another owner, or
-        its user, is already acting on.
+        its user, is already acting on. The power state is in flux too: a
+        grace for a guest not running starts anew once the task ends.
         """
         if not server.task_state:
             self._tasks.pop(server_id, None)
             return False
+        self._down.pop(server_id, None)
         if self._tasks.get(server_id, (None,))[0] != server.task_state:
             self._tasks[server_id] = (server.task_state,
                                       server.updated or now)
@@ -249,9 +296,51 @@ class StatusPoller(object):
             count += 1
         return count
 
+    def _within_grace(self, server_id, server, now):
+        """Whether an ACTIVE server's guest is not running, not for long.
+
+        No verdict then, neither healthy nor not: Nova's power sync may be
+        settling a change it has just seen. A guest paused or lost behind
+        Nova's back stays so, and ``_down_past_grace`` reports it once
+        the grace is over.
+        """
+        down = _guest_down(server.status, server.power_state)
+        if down is None:
+            self._down.pop(server_id, None)
+            return False
+        if self._down.get(server_id, (None,))[0] != down:
+            # Since Nova saved it, never later than now (Nova's clock may
+            # run ahead of this host's).
+            self._down[server_id] = (down, min(server.updated or now, now))
+        return now - self._down[server_id][1] < self._power_grace
+
+    def _down_past_grace(self, watched, now):
+        """ACTIVE servers whose guest has not run for longer than the grace.
+
+        They are in no listing of changes: Nova saves nothing more of a
+        guest that stays paused or lost.
+        """
+        count = 0
+        for server_id, (power, since) in list(self._down.items()):
+            if server_id not in watched:
+                del self._down[server_id]
+                continue
+            if now - since < self._power_grace:
+                continue
+            seen = _seen('ACTIVE', power)
+            if self._reported.get(server_id) == seen:
+                continue
+            self._reported[server_id] = seen
+            found = verdict('ACTIVE', power)
+            self._observe(obs.Observation(server_id, found[0], found[1],
+                                          SOURCE, now))
+            count += 1
+        return count
+
     def _missing(self, server_ids, now):
         for server_id in server_ids:
             self._tasks.pop(server_id, None)
+            self._down.pop(server_id, None)
             if self._reported.get(server_id) == MISSING_REASON:
                 continue
             self._reported[server_id] = MISSING_REASON

@@ -10,6 +10,7 @@ import datetime
 
 from oslo_log import log as logging
 
+from heat_health.common import power_states
 from heat_health.db import api as db_api
 from heat_health.engine.monitor import states
 from heat_health.engine.pools import lb_drain
@@ -32,6 +33,9 @@ MIN_VERIFY_SECONDS = 15
 # them once the server is running (it may have healed by itself).
 _TO_ACTIVE = frozenset([settled_state.START, settled_state.UNPAUSE,
                         settled_state.RESUME])
+# Actions that do not heal an ACTIVE server whose guest is not running:
+# Nova refuses the first three, a soft reboot needs a running guest.
+_NOT_FOR_A_DOWN_GUEST = _TO_ACTIVE | {settled_state.REBOOT}
 
 
 def _iso(when):
@@ -65,6 +69,9 @@ class AttemptStages(object):
         A server stuck in a task gets what works from the state Nova
         settles in, if the policy allows that action; otherwise its own
         rung, which Nova may refuse (and the attempt then fails at once).
+        So does an ACTIVE server whose guest is not running: a hard reboot
+        instead of a soft one (which needs a running guest) or of a start,
+        unpause or resume (which Nova refuses on an ACTIVE server).
         """
         spec = policy.spec.recovery
         if spec.actions:
@@ -81,6 +88,11 @@ class AttemptStages(object):
                 found.task_state, found.vm_state, found.power_state)[1])
             if self._allowed(policy, stuck[0]):
                 action = stuck
+        elif (found is not None and action[0] in _NOT_FOR_A_DOWN_GUEST and
+              settled_state.guest_down(found.vm_state, found.task_state,
+                                       found.power_state) and
+              self._allowed(policy, settled_state.REBOOT)):
+            action = (settled_state.REBOOT, {'type': settled_state.HARD})
         return ladder, index, action
 
     def _start(self, policy, target, step):
@@ -281,7 +293,10 @@ class AttemptStages(object):
             found = nova.status(target.server_id)
         except Exception:
             return False
-        return found.vm_state == 'active' and not found.task_state
+        # ACTIVE is not enough: a guest paused or lost behind Nova's back
+        # leaves its server ACTIVE.
+        return (found.vm_state == 'active' and not found.task_state and
+                power_states.not_running(found.power_state) is None)
 
     def _verifying(self, policy, target, reason):
         now = self._clock()

@@ -16,11 +16,18 @@ server with a task_state except a hard reboot from some of them and a
 delete (hence RECREATE). ``stuck_action`` combines both, and
 ``default_ladder`` is what a policy that names no actions tries, in order.
 
+An ACTIVE server without a task whose guest is not running (paused or lost
+behind Nova's back) is not interrupted either, but Nova refuses to start or
+unpause an ACTIVE server and a soft reboot needs a running guest: only a
+hard reboot, which re-creates the guest, heals it (``guest_down``).
+
 Names follow Nova's API (``OS-EXT-STS:vm_state``, ``task_state`` and the
 integer ``power_state``); the seed's power names ACTIVE (for RUNNING) and
 ERROR (for CRASHED), Nova's server statuses (SHUTOFF, RESCUE...) and the
 power names of versioned notifications are accepted as well.
 """
+
+from heat_health.common import power_states
 
 # Recovery actions, as a health policy names them.
 ACTIONS = (REBOOT, REBUILD, START, UNPAUSE, RESUME, RECREATE) = (
@@ -162,8 +169,9 @@ def settled(task_state, vm_state, power_state):
     Off the table the power state decides (RUNNING active, SHUTDOWN or
     CRASHED stopped, PAUSED paused, SUSPENDED suspended); without one
     (NOSTATE) the vm_state stands. Two exceptions: no task means nothing
-    was interrupted, so Nova's vm_state stands (its own power sync settles
-    any mismatch), and a deleted server is not revived by a power state.
+    was interrupted, so Nova's vm_state stands (its own power sync stops a
+    guest that shut down; one paused or lost stays ACTIVE, see
+    ``guest_down``), and a deleted server is not revived by a power state.
     """
     task = _task(task_state)
     vm = vm_state_name(vm_state)
@@ -183,11 +191,21 @@ def hard_reboot_accepted(task_state, vm_state):
             vm_state_name(vm_state) in HARD_REBOOT_VM_STATES)
 
 
+def guest_down(vm_state, task_state, power_state):
+    """Whether the server is ACTIVE, with no task, but its guest not running.
+
+    Only a power state Nova reports (its integer, or a notification's
+    name) counts: None, when not shown, says nothing of the guest.
+    """
+    return (vm_state_name(vm_state) == ACTIVE and _task(task_state) is None
+            and power_states.not_running(power_state) is not None)
+
+
 def _action(name, params):
     return (name, dict(params))
 
 
-def action_for(vm_state, task_state=None, healthy=False):
+def action_for(vm_state, task_state=None, healthy=False, power_state=None):
     """The cheapest action that brings a server in this state to ACTIVE.
 
     :param vm_state: the server's vm_state (None: Nova has no server).
@@ -197,6 +215,8 @@ def action_for(vm_state, task_state=None, healthy=False):
     :param healthy: the detectors see the server well; an ACTIVE one then
         needs nothing (None). An ACTIVE server that is not healthy (its
         health URL fails) gets a soft reboot.
+    :param power_state: Nova's; an ACTIVE server whose guest is not
+        running gets a hard reboot (see ``guest_down``).
     :returns: (name, params), or None.
     """
     vm = vm_state_name(vm_state)
@@ -206,6 +226,8 @@ def action_for(vm_state, task_state=None, healthy=False):
         if hard_reboot_accepted(task_state, vm):
             return _action(REBOOT, {'type': HARD})
         return _action(RECREATE, {})
+    if guest_down(vm, None, power_state):
+        return _action(REBOOT, {'type': HARD})
     name, params = _CHEAPEST.get(vm, (RECREATE, {}))
     return _action(name, params)
 
@@ -219,7 +241,7 @@ def stuck_action(task_state, vm_state, power_state):
     RECREATE.
     """
     settled_vm = settled(task_state, vm_state, power_state)
-    action = action_for(settled_vm)
+    action = action_for(settled_vm, power_state=power_state)
     if _task(task_state) is None or action[0] == RECREATE:
         return settled_vm, action
     # Any other action is refused while the task is set.
@@ -235,12 +257,13 @@ def default_ladder(vm_state, task_state=None, power_state=None):
     unpauses and resumes a server, and is what is left once a soft reboot
     or a start did not help); RECREATE last. No action twice.
 
-    The power state only matters for a stuck server (see ``settled``).
+    The power state matters for a stuck server (see ``settled``) and for
+    an ACTIVE one whose guest is not running (see ``guest_down``).
     """
     if _task(task_state) is not None:
         first = stuck_action(task_state, vm_state, power_state)[1]
     else:
-        first = action_for(vm_state)
+        first = action_for(vm_state, power_state=power_state)
     ladder = [first]
     if first[0] in (START, UNPAUSE, RESUME, REBOOT) and first != (
             REBOOT, {'type': HARD}):
