@@ -27,6 +27,7 @@ import tempfile
 import time
 import uuid
 import warnings
+import weakref
 
 from heatclient.common import template_utils
 from keystoneauth1 import exceptions as ks_exceptions
@@ -56,6 +57,11 @@ ROLES = {'demo': ('OS_CLOUD', ''),
          'alt_demo': ('HEAT_HEALTH_ALT_CLOUD', '-alt')}
 # What fakecloud serves next to the compute API: its admin fault API.
 FAKECLOUD_COMPUTE_PATH = '/compute/v2.1'
+# Where the local deployment's real Nova computes serve their fault
+# driver's control API: {host: URL}, written by tools/localcloud.
+FAULT_DRIVER_FILE = STATE_DIR / 'state' / 'fault-driver.json'
+# Every user made, so that all forget their catalog when Nova changes.
+_CLOUDS = weakref.WeakSet()
 FAKECLOUD_PATH = '/fakecloud'
 # Template parameter -> the variable that sets it for the target cloud.
 STACK_PARAMETERS = {'image': 'HEAT_HEALTH_IMAGE',
@@ -66,6 +72,12 @@ STACK_PARAMETERS = {'image': 'HEAT_HEALTH_IMAGE',
 
 class CloudNotFound(Exception):
     """No such cloud in clouds.yaml."""
+
+
+def forget_sessions():
+    """Every user gets a new token and catalog (after Nova changed)."""
+    for made in list(_CLOUDS):
+        made.forget_session()
 
 
 def cloud_name(role):
@@ -180,6 +192,15 @@ class Cloud(object):
         self.env = self._cli_environ()
         self._session = None
         self._environment = None
+        _CLOUDS.add(self)
+
+    def forget_session(self):
+        """A new token, with the catalog as it is now, at the next call."""
+        if self._session is not None:
+            # The cloud's auth plugin, shared by every session made of it,
+            # holds the token.
+            self._session.invalidate()
+        self._session = None
 
     def _cli_environ(self):
         env = _client_environ()
@@ -408,6 +429,38 @@ class Cloud(object):
             return 'api_faults' in resp.json()
         except ValueError:
             return False
+
+    def has_real_nova(self):
+        """Whether the compute API is a Nova with the fault driver's computes.
+
+        Only the local deployment's real Nova (``LOCALCLOUD_NOVA=real``)
+        says where its computes' control APIs are.
+        """
+        if self.fakecloud_root() is not None or not FAULT_DRIVER_FILE.exists():
+            return False
+        try:
+            return bool(self.endpoint('compute'))
+        except ks_exceptions.EndpointNotFound:
+            return False
+
+    def guest_fault(self, server_id, fault, **extra):
+        """Make a fault happen to a server's guest, behind Nova's back.
+
+        Through the fault driver of the compute holding the server (real
+        Nova; this user an admin, who may see the server's host). Faults:
+        power_off, crash, pause (as QEMU on an I/O error), suspend, lose
+        (gone from the hypervisor); fail_next and hang_next with an
+        ``operation``; reset. Returns what the hypervisor holds of it.
+        """
+        host = self.session.get('%s/servers/%s' % (
+            self.endpoint('compute'), server_id)).json()['server'][
+                'OS-EXT-SRV-ATTR:host']
+        url = json.loads(FAULT_DRIVER_FILE.read_text())[host]
+        resp = self.session.post('%s/guests/%s/fault' % (url, server_id),
+                                 json=dict(fault=fault, **extra),
+                                 authenticated=False, raise_exc=False)
+        assert resp.status_code == 200, resp.text
+        return resp.json()['guest']
 
     def fakecloud_url(self, path):
         root = self.fakecloud_root()

@@ -6,7 +6,9 @@ fakecloud's fault injection or Octavia's simulated member status, which
 only the local deployment (``tools/localcloud``) has: when the target
 cloud has no fakecloud they are deselected, and the summary says how many.
 ``HEAT_HEALTH_FAKECLOUD=0`` deselects them whatever the cloud,
-``HEAT_HEALTH_FAKECLOUD=1`` keeps them without asking the cloud.
+``HEAT_HEALTH_FAKECLOUD=1`` keeps them without asking the cloud. Tests
+marked ``real_nova`` need real Nova (see ``nova_backend``): the local
+deployment is turned to the Nova each test needs.
 """
 
 import datetime
@@ -18,6 +20,7 @@ import pytest
 
 from tests.functional import cloud
 from tests.functional import engines
+from tests.functional import nova_backend
 from tests.functional import service_logs
 
 NOVA_API_VERSION = '2.1'
@@ -39,6 +42,9 @@ _TRUE = ('1', 'true', 'yes', 'on')
 _FAKECLOUD = pytest.StashKey()
 _DESELECTED = pytest.StashKey()
 _ENGINE_DESELECTED = pytest.StashKey()
+_REAL_DESELECTED = pytest.StashKey()
+# The Nova the local deployment ran when this run started, if it turned it.
+_NOVA_FOUND = pytest.StashKey()
 
 
 def fakecloud_wanted(environ, probe):
@@ -83,7 +89,9 @@ def engine_note(count):
 
 
 def _probe():
-    return cloud.Cloud(cloud.cloud_name('admin')).has_fakecloud()
+    # The local deployment runs fakecloud again for the tests needing it.
+    return (nova_backend.switchable() or
+            cloud.Cloud(cloud.cloud_name('admin')).has_fakecloud())
 
 
 def _fakecloud(config):
@@ -103,6 +111,7 @@ def _fakecloud(config):
 def pytest_configure(config):
     config.addinivalue_line('markers', MARKER_HELP)
     config.addinivalue_line('markers', ENGINE_MARKER_HELP)
+    config.addinivalue_line('markers', nova_backend.MARKER_HELP)
 
 
 def _deselect_engine_stoppers(config, items):
@@ -121,6 +130,43 @@ def pytest_collection_modifyitems(session, config, items):
     """Deselect the tests the target cloud cannot run."""
     _deselect_fakecloud(config, items)
     _deselect_engine_stoppers(config, items)
+    _deselect_real_nova(config, items)
+    nova_backend.real_last(items)
+
+
+def _deselect_real_nova(config, items):
+    """The real Nova tests, when there is none and none can be had."""
+    marked = [i for i in items if i.get_closest_marker(nova_backend.MARKER)]
+    if not marked or nova_backend.switchable():
+        return
+    try:
+        present = cloud.Cloud(cloud.cloud_name('admin')).has_real_nova()
+    except Exception:
+        return  # unknown: the tests run and say what is wrong
+    if present:
+        return
+    config.hook.pytest_deselected(items=marked)
+    items[:] = [i for i in items if i not in marked]
+    config.stash[_REAL_DESELECTED] = len(marked)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Turn the local deployment to the Nova the test needs, first."""
+    wanted = nova_backend.needs(item, MARKER)
+    if wanted is None or not nova_backend.switchable():
+        return
+    found = nova_backend.current()
+    if found != wanted:
+        item.config.stash.setdefault(_NOVA_FOUND, found)
+        nova_backend.switch(wanted)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Leave the local deployment on the Nova it ran when the run began."""
+    found = session.config.stash.get(_NOVA_FOUND, None)
+    if found is not None and nova_backend.current() != found:
+        nova_backend.switch(found)
 
 
 def _deselect_fakecloud(config, items):
@@ -138,6 +184,14 @@ def _deselect_fakecloud(config, items):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if _REAL_DESELECTED in config.stash:
+        count = config.stash[_REAL_DESELECTED]
+        terminalreporter.write_sep('-', 'real Nova')
+        terminalreporter.write_line(
+            '%d functional test%s need%s real Nova with the fault driver and '
+            '%s deselected: the target cloud has none' % (
+                count, '' if count == 1 else 's', 's' if count == 1 else '',
+                'was' if count == 1 else 'were'))
     if _ENGINE_DESELECTED in config.stash:
         terminalreporter.write_sep('-', 'heat-health-engine')
         terminalreporter.write_line(engine_note(

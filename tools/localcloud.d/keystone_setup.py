@@ -7,6 +7,8 @@ to the given values.  Reads from the environment:
     LC_HEAT_URL         e.g. http://127.0.0.1:8004
     LC_HEAT_CFN_URL     e.g. http://127.0.0.1:8000
     LC_FAKECLOUD_URL    e.g. http://127.0.0.1:8774 (compute, image, network)
+    LC_NOVA_URL         set when real Nova runs: its compute API (with
+                        LC_PLACEMENT_URL); fakecloud keeps image and network
     LC_REGION           e.g. RegionOne
     LC_ADMIN_PASSWORD, LC_SERVICE_PASSWORD, LC_DEMO_PASSWORD,
     LC_READER_PASSWORD
@@ -16,6 +18,7 @@ to the given values.  Reads from the environment:
 
 import os
 
+from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1.identity import v3
 from keystoneauth1 import session
 from keystoneclient.v3 import client
@@ -56,7 +59,20 @@ class Setup(object):
         if user is None:
             return self.ks.users.create(name, domain=domain,
                                         password=password)
+        if self._password_works(user, password):
+            # Setting it again would revoke every token the user holds.
+            return user
         return self.ks.users.update(user, password=password)
+
+    @staticmethod
+    def _password_works(user, password):
+        auth = v3.Password(auth_url=ENV['LC_KEYSTONE_URL'], user_id=user.id,
+                           password=password, unscoped=True)
+        try:
+            session.Session(auth=auth).get_token()
+        except ks_exc.Unauthorized:
+            return False
+        return True
 
     def grant(self, role, user, project=None, domain=None):
         self.ks.roles.grant(self.role(role), user=user, project=project,
@@ -80,14 +96,28 @@ class Setup(object):
         """Service user nova and the catalog of fakecloud's three APIs."""
         nova = self.user('nova', ENV['LC_SERVICE_PASSWORD'])
         self.grant('admin', nova, project=service_project)
+        # Real Nova sends its own token as a service token with the user's
+        # (to Glance and Neutron): with service_token_roles_required, it
+        # must hold the service role.
+        self.grant('service', nova, project=service_project)
         base = ENV['LC_FAKECLOUD_URL']
-        for name, service_type, description, path in (
-                ('nova', 'compute', 'Compute Service (fakecloud)',
-                 '/compute/v2.1'),
-                ('glance', 'image', 'Image Service (fakecloud)', '/image'),
-                ('neutron', 'network', 'Network Service (fakecloud)',
-                 '/network')):
-            url = base + path
+        apis = [('glance', 'image', 'Image Service (fakecloud)', base,
+                 '/image'),
+                ('neutron', 'network', 'Network Service (fakecloud)', base,
+                 '/network')]
+        if ENV.get('LC_NOVA_URL'):
+            apis += [('nova', 'compute', 'Compute Service', ENV['LC_NOVA_URL'],
+                      '/v2.1'),
+                     ('placement', 'placement', 'Placement Service',
+                      ENV['LC_PLACEMENT_URL'], '')]
+            placement = self.user('placement', ENV['LC_SERVICE_PASSWORD'])
+            self.grant('admin', placement, project=service_project)
+            self.grant('service', placement, project=service_project)
+        else:
+            apis.append(('nova', 'compute', 'Compute Service (fakecloud)',
+                         base, '/compute/v2.1'))
+        for name, service_type, description, root, path in apis:
+            url = root + path
             self.service(name, service_type, description,
                          {'public': url, 'internal': url, 'admin': url})
 

@@ -9,10 +9,15 @@
                            moments ago still show as up
     probe.py fakecloud     list flavors as admin through the catalog's
                            compute URL; the health port answers
+    probe.py http URL      GET URL answers (below 500)
+    probe.py nova-service BINARY [HOST]
+                           Nova's service list (as admin) shows the binary
+                           up (on HOST if given)
 
 Standard library only, so a probe costs no more than starting Python.
 Reads LC_KEYSTONE_URL, LC_HEAT_URL, LC_FAKECLOUD_URL,
-LC_FAKECLOUD_HEALTH_URL and LC_ADMIN_PASSWORD from the environment.
+LC_FAKECLOUD_HEALTH_URL, LC_NOVA_URL and LC_ADMIN_PASSWORD from the
+environment.
 """
 
 import datetime
@@ -104,7 +109,31 @@ def probe_fakecloud():
     return '%d flavors as admin; health port answers' % flavors
 
 
+def probe_http(url):
+    status, _, _ = _request('GET', url)
+    if status >= 500:
+        raise RuntimeError('GET %s answered %s' % (url, status))
+    return 'GET / answered %s' % status
+
+
+def probe_nova_service(binary, host=None):
+    token, _ = admin_token()
+    status, _, raw = _request(
+        'GET', os.environ['LC_NOVA_URL'] + '/v2.1/os-services?binary=' +
+        binary, headers={'X-Auth-Token': token})
+    if status != 200:
+        raise RuntimeError('service list answered %s' % status)
+    up = [s for s in json.loads(raw)['services']
+          if s['state'] == 'up' and (host is None or s['host'] == host)]
+    if not up:
+        raise RuntimeError('no %s up%s in the service list' % (
+            binary, ' on %s' % host if host else ''))
+    return '%s up on %s' % (binary, ', '.join(s['host'] for s in up))
+
+
 PROBES = {
+    'http': probe_http,
+    'nova-service': probe_nova_service,
     'keystone': probe_keystone,
     'heat-api': probe_heat_api,
     'heat-engine': probe_heat_engine,

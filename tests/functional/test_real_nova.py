@@ -1,0 +1,92 @@
+"""Detection and healing on real Nova, with faults made in the hypervisor.
+
+Each fault is made by the fault driver of the compute holding the server,
+behind Nova's back, as a hypervisor or a guest makes it; Nova's own handling
+then runs (its power state sync, its stop API), and heat-health sees only
+what real Nova shows. Two engines share the policies.
+"""
+
+import pytest
+
+from tests.functional import engines
+from tests.functional import healing as h
+
+pytestmark = pytest.mark.real_nova
+
+POWER_STATE = 'OS-EXT-STS:power_state'
+RUNNING = 1
+EVENTS = [{'type': 'LIFECYCLE_EVENTS'}]
+POLLING = [{'type': 'NODE_STATUS_POLLING'}]
+
+
+@pytest.fixture(scope='module', autouse=True)
+def second_engine(demo, tmp_path_factory):
+    engine = engines.Engine(tmp_path_factory.mktemp('real-nova'),
+                            'real-nova-peer').start(demo)
+    yield engine
+    engine.kill()
+
+
+def _detected(demo, stack, server_id):
+    """The event that made the server UNHEALTHY (the first one)."""
+    found = [e for e in h.events(demo, stack)
+             if e['server_id'] == server_id and
+             e['new_state'] == 'UNHEALTHY']
+    return found[-1] if found else None
+
+
+def _healed(demo, stack, server_id, count):
+    """Every target HEALTHY once recovery acted on the server."""
+    return demo.wait_for(
+        lambda: h.all_healthy(demo, stack, count) if h.started(
+            h.events(demo, stack), server_id) else None,
+        'server %s healed' % server_id, timeout=90)
+
+
+def test_guest_shut_down_behind_novas_back_is_started(demo, admin, stacks,
+                                                      admin_nova):
+    stack, targets = h.heal_stack(stacks, demo, 'real-off', count=2,
+                                  modes=EVENTS)
+    victim = targets['workers/0']['server_id']
+    admin.guest_fault(victim, 'power_off')
+    healed = _healed(demo, stack, victim, 2)
+    # The same server, started: Nova stopped it and said so.
+    assert healed['workers/0']['server_id'] == victim
+    assert _detected(demo, stack, victim)['source'] == 'LIFECYCLE_EVENTS'
+    started = h.started(h.events(demo, stack), victim)
+    assert started[-1]['reason'].startswith('START'), started
+    server = admin_nova.servers.get(victim).to_dict()
+    assert (server['status'], server[POWER_STATE]) == ('ACTIVE', RUNNING)
+
+
+def test_guest_paused_by_the_hypervisor_is_seen_and_healed(
+        demo, admin, stacks, admin_nova):
+    """ACTIVE with power state PAUSED: Nova ignores it, heat-health not."""
+    stack, targets = h.heal_stack(stacks, demo, 'real-paused', count=2,
+                                  modes=POLLING)
+    victim = targets['workers/1']['server_id']
+    admin.guest_fault(victim, 'pause')
+    healed = _healed(demo, stack, victim, 2)
+    assert healed['workers/1']['server_id'] == victim
+    detected = _detected(demo, stack, victim)
+    assert detected['source'] == 'NODE_STATUS_POLLING', detected
+    assert 'PAUSED' in detected['reason'], detected
+    server = admin_nova.servers.get(victim).to_dict()
+    assert (server['status'], server[POWER_STATE]) == ('ACTIVE', RUNNING)
+
+
+def test_guest_lost_from_the_hypervisor_is_seen_and_healed(
+        demo, admin, stacks, admin_nova):
+    """ACTIVE with no power state once Nova's sync ran: healed anyway."""
+    stack, targets = h.heal_stack(stacks, demo, 'real-lost', count=2,
+                                  modes=POLLING)
+    victim = targets['workers/0']['server_id']
+    assert admin.guest_fault(victim, 'lose')['power_state'] is None
+    healed = _healed(demo, stack, victim, 2)
+    detected = _detected(demo, stack, victim)
+    assert detected['source'] == 'NODE_STATUS_POLLING', detected
+    assert 'NOSTATE' in detected['reason'], detected
+    server_id = healed['workers/0']['server_id']
+    server = admin_nova.servers.get(server_id).to_dict()
+    assert (server['status'], server[POWER_STATE]) == ('ACTIVE', RUNNING)
+    assert admin.guest_fault(server_id, 'reset')['power_state'] == RUNNING
