@@ -109,6 +109,25 @@ def timeline(admin, since_seq, server_id=None):
         '/timeline?' + query)).json()['timeline']
 
 
+def event_key(event):
+    return (event['server_id'], event['old_state'], event['new_state'],
+            event['reason'], event['time'])
+
+
+def new_events(report, known, not_before, not_after):
+    """The report's events not in ``known`` (keys, updated), oldest first.
+
+    Each as Seen between the read before this one and this one's answer.
+    """
+    found = []
+    for event in reversed(report['events']):
+        key = event_key(event)
+        if key not in known:
+            known.add(key)
+            found.append(Seen(event, not_before, not_after))
+    return found
+
+
 # Times
 
 class Seen(object):

@@ -241,11 +241,6 @@ def wait_ready(demo, stack, count, timeout):
 
 # One incident
 
-def _key(event):
-    return (event['server_id'], event['old_state'], event['new_state'],
-            event['reason'], event['time'])
-
-
 class Incident(object):
 
     def __init__(self, number, target):
@@ -324,13 +319,13 @@ class Incident(object):
 
 def run_incident(demo, admin, stack, path, incident, poll, timeout):
     seq = common.last_seq(admin)
-    before = {_key(e) for e in read_report(demo, stack)['events']}
+    seen = {common.event_key(e)
+            for e in read_report(demo, stack)['events']}
     previous = time.time()
     response = admin.inject_fault(incident.server_id, path.fault)
     if response.status_code != 200:
         raise IncidentFailed('fault %s answered %d: %s' % (
             path.fault, response.status_code, response.text[:200]))
-    seen = set()
     deadline = time.time() + timeout
     healed = False
     while time.time() < deadline:
@@ -341,12 +336,8 @@ def run_incident(demo, admin, stack, path, incident, poll, timeout):
         owner = common.policy_of(report)['engine_id']
         if owner not in incident.owners:
             incident.owners.append(owner)
-        for event in reversed(report['events']):
-            key = _key(event)
-            if key in before or key in seen:
-                continue
-            seen.add(key)
-            incident.events.append(common.Seen(event, previous, answered))
+        incident.events += common.new_events(report, seen, previous,
+                                             answered)
         previous = started
         healed = (incident.first('HEALTHY', 'VERIFYING') is not None and
                   all(t['state'] == 'HEALTHY'

@@ -196,7 +196,7 @@ monitor_opts = [
                     'poll costs at most two Nova requests; a full listing '
                     'is also made when the engine starts.'),
     cfg.IntOpt('node_power_state_grace',
-               default=10, min=0,
+               default=3, min=0,
                help='Seconds a server Nova shows ACTIVE, with no task, may '
                     'report a power state other than RUNNING before '
                     'NODE_STATUS_POLLING finds it unhealthy. Nova leaves '

@@ -149,3 +149,19 @@ def wait_replaced(demo, stack, path, old, count, timeout=150):
         return found if found and found[path]['server_id'] != old else None
     return demo.wait_for(replaced, '%s replaced and every server HEALTHY'
                          % path, timeout=timeout)
+
+
+def wait_member_recreated(demo, stack, old, timeout=150):
+    """The group of one (``pool``) once its member holds a new server.
+
+    Returns the targets, HEALTHY; the group must still have one member.
+    """
+    healed = demo.wait_for(
+        lambda: (lambda t: t if t and [x['server_id'] for x in t.values()]
+                 != [old] else None)(all_healthy(demo, stack, 1)),
+        'the member recreated', timeout=timeout)
+    group = demo.resource(stack['stack_name'], 'pool')
+    members = demo.json('stack', 'resource', 'list',
+                        group['physical_resource_id'])
+    assert len(members) == 1, members
+    return healed

@@ -36,17 +36,21 @@ def delete_queue(url, name):
 class _Collector(object):
     def __init__(self):
         self.events = []
+        # (event type, payload, when Nova sent it: its own timestamp)
+        self.stamped = []
         self.changed = threading.Condition()
 
     def info(self, ctxt, publisher_id, event_type, payload, metadata):
-        self._add(event_type, payload)
+        self._add(event_type, payload, metadata)
 
     def error(self, ctxt, publisher_id, event_type, payload, metadata):
-        self._add(event_type, payload)
+        self._add(event_type, payload, metadata)
 
-    def _add(self, event_type, payload):
+    def _add(self, event_type, payload, metadata):
         with self.changed:
             self.events.append((event_type, payload))
+            self.stamped.append((event_type, payload,
+                                 metadata.get('timestamp')))
             self.changed.notify_all()
 
 
@@ -71,6 +75,11 @@ class NovaNotifications(object):
         self._listener.wait()
         self._transport.cleanup()
         delete_queue(self._url, self._pool)
+
+    def stamped(self):
+        """[(event type, payload, Nova's timestamp)] seen so far."""
+        with self._collector.changed:
+            return list(self._collector.stamped)
 
     def wait_for(self, server_id, event_type, state=None, timeout=30):
         """The payload of event_type for server_id (in that state)."""

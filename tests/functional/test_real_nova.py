@@ -6,6 +6,8 @@ then runs (its power state sync, its stop API), and heat-health sees only
 what real Nova shows. Two engines share the policies.
 """
 
+import json
+
 import pytest
 
 from tests.functional import engines
@@ -90,3 +92,35 @@ def test_guest_lost_from_the_hypervisor_is_seen_and_healed(
     server = admin_nova.servers.get(server_id).to_dict()
     assert (server['status'], server[POWER_STATE]) == ('ACTIVE', RUNNING)
     assert admin.guest_fault(server_id, 'reset')['power_state'] == RUNNING
+
+
+def test_crashed_guest_is_recreated_through_heat(demo, admin, stacks,
+                                                 admin_nova):
+    """A ResourceGroup member replaced by Heat, on real Nova's computes."""
+    stack, targets = h.heal_stack(stacks, demo, 'real-recreate', count=2,
+                                  recovery=h.RECREATE_ONLY)
+    victim = targets['workers/1']['server_id']
+    admin.guest_fault(victim, 'crash')
+    healed = h.wait_replaced(demo, stack, 'workers/1', victim, 2,
+                             timeout=150)
+    assert healed['workers/0']['server_id'] == targets['workers/0'][
+        'server_id']
+    new = admin_nova.servers.get(healed['workers/1']['server_id']).to_dict()
+    assert (new['status'], new[POWER_STATE]) == ('ACTIVE', RUNNING)
+    assert new['OS-EXT-SRV-ATTR:host'] in ('compute1', 'compute2')
+    replaced = [e for e in h.events(demo, stack)
+                if e['reason'] and 'replaced by' in e['reason']]
+    assert len(replaced) == 1, replaced
+
+
+def test_lost_guest_of_an_autoscaling_group_is_recreated(demo, admin,
+                                                         stacks):
+    """The group keeps its size; the lost guest's server is replaced."""
+    stack = stacks('real-asg', 'heal_asg.yaml',
+                   'recovery=%s' % json.dumps(h.RECREATE_ONLY))
+    targets = demo.wait_for(lambda: h.all_healthy(demo, stack, 1),
+                            'the member HEALTHY')
+    [victim] = [t['server_id'] for t in targets.values()]
+    admin.guest_fault(victim, 'lose')
+    healed = h.wait_member_recreated(demo, stack, victim, timeout=180)
+    assert len(healed) == 1
