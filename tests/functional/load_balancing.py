@@ -127,3 +127,18 @@ class Watch(object):
             if predicate(weights):
                 return when
         return None
+
+
+def signal_scaling(demo, stack, policy, group='web'):
+    """Signal a scaling policy once the group's last scaling has ended.
+
+    Heat ignores a signal while the group is still scaling (it only logs
+    it), and a pool that already follows the new servers does not show
+    that Heat has not finished.
+    """
+    url = '%s/stacks/%s/%s/resources/%s/metadata' % (
+        demo.endpoint('orchestration'), stack['stack_name'], stack['id'],
+        group)
+    demo.wait_for(lambda: not demo.session.get(url).json()['metadata'].get(
+        'scaling_in_progress'), 'group %s done scaling' % group, timeout=60)
+    demo.run('stack', 'resource', 'signal', stack['stack_name'], policy)

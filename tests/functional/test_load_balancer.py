@@ -51,7 +51,7 @@ def test_members_follow_the_group_and_go_with_the_stack(
                        json={'member': {'weight': 5}})
     lb.wait_active(octavia, lb_id)
 
-    demo.run('stack', 'resource', 'signal', name, 'scale_out')
+    lb.signal_scaling(demo, stack, 'scale_out')
     found = demo.wait_for(lambda: lb.follows(demo, octavia, admin_nova, name,
                                              pool_id, 4),
                           'four members after the scale-out', timeout=60)
@@ -59,7 +59,7 @@ def test_members_follow_the_group_and_go_with_the_stack(
     assert {m['weight'] for a, m in found.items() if a != kept} == {1}
 
     before = lb.servers(demo, name)
-    demo.run('stack', 'resource', 'signal', name, 'scale_in')
+    lb.signal_scaling(demo, stack, 'scale_in')
     found = demo.wait_for(lambda: lb.follows(demo, octavia, admin_nova, name,
                                              pool_id, 2),
                           'two members after the scale-in', timeout=60)
@@ -90,7 +90,7 @@ def test_departing_members_leave_the_pool_before_nova_deletes_them(
                                      pool_id, 4), 'four members')
     before = lb.addresses(admin_nova, lb.servers(demo, name))
     with lb.Watch(octavia, pool_id) as watch:
-        demo.run('stack', 'resource', 'signal', name, 'scale_in')
+        lb.signal_scaling(demo, stack, 'scale_in')
         found = demo.wait_for(lambda: lb.follows(demo, octavia, admin_nova,
                                                  name, pool_id, 2),
                               'two members after the scale-in', timeout=90)
@@ -108,11 +108,11 @@ def test_departing_members_leave_the_pool_before_nova_deletes_them(
 
     # Down to the minimum size (1): one member goes, not two; at the
     # minimum, a scale-in deletes nothing and the pool keeps its member.
-    demo.run('stack', 'resource', 'signal', name, 'scale_in')
+    lb.signal_scaling(demo, stack, 'scale_in')
     last = demo.wait_for(lambda: lb.follows(demo, octavia, admin_nova, name,
                                             pool_id, 1),
                          'one member at the minimum size', timeout=90)
-    demo.run('stack', 'resource', 'signal', name, 'scale_in')
+    lb.signal_scaling(demo, stack, 'scale_in')
     time.sleep(6)
     assert lb.follows(demo, octavia, admin_nova, name, pool_id, 1) == last
 
