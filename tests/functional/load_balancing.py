@@ -3,6 +3,7 @@
 import threading
 import time
 
+from novaclient import exceptions as nova_exc
 from octaviaclient.api.v2 import octavia as octavia_api
 from osc_lib import exceptions as osc_exceptions
 
@@ -38,7 +39,11 @@ def addresses(admin_nova, server_ids):
     """{server id: address} of the servers plugged in already."""
     found = {}
     for server_id in server_ids:
-        private = admin_nova.servers.get(server_id).networks.get('private')
+        try:
+            server = admin_nova.servers.get(server_id)
+        except nova_exc.NotFound:
+            continue   # deleted since the group was read: not yet settled
+        private = server.networks.get('private')
         if private:
             found[server_id] = private[0]
     return found
