@@ -69,17 +69,7 @@ octavia_setup_databases() {
 
 # octavia_drop_databases: for down --purge, what octavia_setup_databases made
 octavia_drop_databases() {
-    local name
-    [[ -f $STATE/db-backend && $(<"$STATE/db-backend") == mariadb ]] || return 0
-    mysql_root -e 'SELECT 1' >/dev/null 2>&1 || return 0
-    for name in octavia octavia_persistence; do
-        if [[ $(mysql_root -e "SELECT SCHEMA_COMMENT FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = '$name'") == "$DB_MARK" ]]; then
-            say "dropping database and user $name"
-            mysql_root -e "DROP DATABASE \`$name\`;
-                           DROP USER IF EXISTS '$name'@'127.0.0.1';
-                           DROP USER IF EXISTS '$name'@'localhost';"
-        fi
-    done
+    drop_marked_databases octavia octavia_persistence
 }
 
 # Runs in the background while Keystone is set up.
