@@ -57,40 +57,47 @@ def test_guest_shut_down_behind_novas_back_is_started(demo, admin, stacks,
     assert _detected(demo, stack, victim)['source'] == 'LIFECYCLE_EVENTS'
     started = h.started(h.events(demo, stack), victim)
     assert started[-1]['reason'].startswith('START'), started
-    server = admin_nova.servers.get(victim).to_dict()
+    _running(admin_nova, victim)
+
+
+def _polled_and_healed(demo, admin, stacks, prefix, path, fault, power):
+    """A guest fault Nova leaves ACTIVE: found by polling, then healed.
+
+    Returns the targets once healed; the detection names the power state.
+    """
+    stack, targets = h.heal_stack(stacks, demo, prefix, count=2,
+                                  modes=POLLING)
+    victim = targets[path]['server_id']
+    found = admin.guest_fault(victim, fault)
+    healed = _healed(demo, stack, victim, 2)
+    detected = _detected(demo, stack, victim)
+    assert detected['source'] == 'NODE_STATUS_POLLING', detected
+    assert power in detected['reason'], detected
+    return victim, found, healed
+
+
+def _running(admin_nova, server_id):
+    server = admin_nova.servers.get(server_id).to_dict()
     assert (server['status'], server[POWER_STATE]) == ('ACTIVE', RUNNING)
 
 
 def test_guest_paused_by_the_hypervisor_is_seen_and_healed(
         demo, admin, stacks, admin_nova):
     """ACTIVE with power state PAUSED: Nova ignores it, heat-health not."""
-    stack, targets = h.heal_stack(stacks, demo, 'real-paused', count=2,
-                                  modes=POLLING)
-    victim = targets['workers/1']['server_id']
-    admin.guest_fault(victim, 'pause')
-    healed = _healed(demo, stack, victim, 2)
+    victim, _found, healed = _polled_and_healed(
+        demo, admin, stacks, 'real-paused', 'workers/1', 'pause', 'PAUSED')
     assert healed['workers/1']['server_id'] == victim
-    detected = _detected(demo, stack, victim)
-    assert detected['source'] == 'NODE_STATUS_POLLING', detected
-    assert 'PAUSED' in detected['reason'], detected
-    server = admin_nova.servers.get(victim).to_dict()
-    assert (server['status'], server[POWER_STATE]) == ('ACTIVE', RUNNING)
+    _running(admin_nova, victim)
 
 
 def test_guest_lost_from_the_hypervisor_is_seen_and_healed(
         demo, admin, stacks, admin_nova):
     """ACTIVE with no power state once Nova's sync ran: healed anyway."""
-    stack, targets = h.heal_stack(stacks, demo, 'real-lost', count=2,
-                                  modes=POLLING)
-    victim = targets['workers/0']['server_id']
-    assert admin.guest_fault(victim, 'lose')['power_state'] is None
-    healed = _healed(demo, stack, victim, 2)
-    detected = _detected(demo, stack, victim)
-    assert detected['source'] == 'NODE_STATUS_POLLING', detected
-    assert 'NOSTATE' in detected['reason'], detected
+    _victim, found, healed = _polled_and_healed(
+        demo, admin, stacks, 'real-lost', 'workers/0', 'lose', 'NOSTATE')
+    assert found['power_state'] is None
     server_id = healed['workers/0']['server_id']
-    server = admin_nova.servers.get(server_id).to_dict()
-    assert (server['status'], server[POWER_STATE]) == ('ACTIVE', RUNNING)
+    _running(admin_nova, server_id)
     assert admin.guest_fault(server_id, 'reset')['power_state'] == RUNNING
 
 

@@ -295,21 +295,27 @@ class TestAdapter(base.HeatHealthTestCase):
             self.assertRaises(nova_adapter.NovaUnavailable, adapter.list_all)
 
 
-class TestStuckTask(base.HeatHealthTestCase):
-    """A task Nova never ends is a failure once it outlasts the deadline."""
+class _PollerCase(base.HeatHealthTestCase):
+    """A poller over servers a and b, on a clock the test moves."""
 
     _poll = TestStatusPoller._poll
 
-    def setUp(self):
-        super(TestStuckTask, self).setUp()
+    def _poller(self, server, **options):
         self.now = T0
         self.seen = []
         self.watched = {'a', 'b'}
-        self.nova = FakeNova({s: _server('ACTIVE') for s in 'ab'})
+        self.nova = FakeNova({s: server for s in 'ab'})
         self.poller = nova_status.StatusPoller(
             self.nova, self.seen.append, lambda: set(self.watched),
-            resync_cycles=100, clock=lambda: self.now,
-            stuck_after=lambda server_id: 8)
+            resync_cycles=100, clock=lambda: self.now, **options)
+
+
+class TestStuckTask(_PollerCase):
+    """A task Nova never ends is a failure once it outlasts the deadline."""
+
+    def setUp(self):
+        super(TestStuckTask, self).setUp()
+        self._poller(_server('ACTIVE'), stuck_after=lambda server_id: 8)
 
     def test_stuck_task_is_unhealthy_after_the_deadline(self):
         self._poll()
@@ -347,20 +353,12 @@ def _active(power_state, updated=None, task_state=None):
                                power_state)
 
 
-class TestGuestNotRunning(base.HeatHealthTestCase):
+class TestGuestNotRunning(_PollerCase):
     """ACTIVE in Nova, but the hypervisor does not run the guest."""
-
-    _poll = TestStatusPoller._poll
 
     def setUp(self):
         super(TestGuestNotRunning, self).setUp()
-        self.now = T0
-        self.seen = []
-        self.watched = {'a', 'b'}
-        self.nova = FakeNova({s: _active(1) for s in 'ab'})
-        self.poller = nova_status.StatusPoller(
-            self.nova, self.seen.append, lambda: set(self.watched),
-            resync_cycles=100, clock=lambda: self.now, power_grace=10)
+        self._poller(_active(1), power_grace=10)
 
     def test_power_state_verdicts(self):
         self.assertEqual((obs.UNHEALTHY, PAUSED_REASON),
