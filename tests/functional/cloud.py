@@ -36,6 +36,8 @@ from keystoneauth1 import session as ks_session
 from openstack.config import loader as os_config
 from openstack import exceptions as sdk_exceptions
 
+from tests.functional import guest_faults
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 # The local deployment's state (tools/localcloud): read only by the helpers
 # of the tests marked fakecloud, and by the benchmarks.
@@ -58,7 +60,8 @@ ROLES = {'demo': ('OS_CLOUD', ''),
 # What fakecloud serves next to the compute API: its admin fault API.
 FAKECLOUD_COMPUTE_PATH = '/compute/v2.1'
 # Where the local deployment's real Nova computes serve their fault
-# driver's control API: {host: URL}, written by tools/localcloud.
+# driver's control API: {host: URL}, written by tools/localcloud; the
+# guest-fault backend by default when it exists.
 FAULT_DRIVER_FILE = STATE_DIR / 'state' / 'fault-driver.json'
 # Every user made, so that all forget their catalog when Nova changes.
 _CLOUDS = weakref.WeakSet()
@@ -68,6 +71,11 @@ STACK_PARAMETERS = {'image': 'HEAT_HEALTH_IMAGE',
                     'flavor': 'HEAT_HEALTH_FLAVOR',
                     'network': 'HEAT_HEALTH_NETWORK',
                     'subnet': 'HEAT_HEALTH_SUBNET'}
+
+
+def guest_fault_backend():
+    """The backend failing real Nova's guests in this run, or None."""
+    return guest_faults.select(os.environ, FAULT_DRIVER_FILE)
 
 
 class CloudNotFound(Exception):
@@ -431,12 +439,13 @@ class Cloud(object):
             return False
 
     def has_real_nova(self):
-        """Whether the compute API is a Nova with the fault driver's computes.
+        """Whether the compute API is real Nova whose guests tests can fail.
 
-        Only the local deployment's real Nova (``LOCALCLOUD_NOVA=real``)
-        says where its computes' control APIs are.
+        Real Nova: not fakecloud's. Failing its guests needs a guest-fault
+        backend (see ``guest_faults``): the local deployment's fault driver
+        or, on a single-node devstack, libvirt.
         """
-        if self.fakecloud_root() is not None or not FAULT_DRIVER_FILE.exists():
+        if self.fakecloud_root() is not None or guest_fault_backend() is None:
             return False
         try:
             return bool(self.endpoint('compute'))
@@ -446,21 +455,19 @@ class Cloud(object):
     def guest_fault(self, server_id, fault, **extra):
         """Make a fault happen to a server's guest, behind Nova's back.
 
-        Through the fault driver of the compute holding the server (real
-        Nova; this user an admin, who may see the server's host). Faults:
+        Through the guest-fault backend of this run (real Nova; this user
+        an admin, who may see the server's host and domain). Faults:
         power_off, crash, pause (as QEMU on an I/O error), suspend, lose
         (gone from the hypervisor); fail_next and hang_next with an
-        ``operation``; reset. Returns what the hypervisor holds of it.
+        ``operation`` (the fault driver only); reset. Returns what the
+        hypervisor holds of the guest.
         """
-        host = self.session.get('%s/servers/%s' % (
-            self.endpoint('compute'), server_id)).json()['server'][
-                'OS-EXT-SRV-ATTR:host']
-        url = json.loads(FAULT_DRIVER_FILE.read_text())[host]
-        resp = self.session.post('%s/guests/%s/fault' % (url, server_id),
-                                 json=dict(fault=fault, **extra),
-                                 authenticated=False, raise_exc=False)
-        assert resp.status_code == 200, resp.text
-        return resp.json()['guest']
+        backend = guest_fault_backend()
+        assert backend is not None, (
+            'no guest-fault backend: set %s' % guest_faults.VARIABLE)
+        server = self.session.get('%s/servers/%s' % (
+            self.endpoint('compute'), server_id)).json()['server']
+        return backend.fault(server, fault, **extra)
 
     def fakecloud_url(self, path):
         root = self.fakecloud_root()

@@ -8,7 +8,9 @@ cloud has no fakecloud they are deselected, and the summary says how many.
 ``HEAT_HEALTH_FAKECLOUD=0`` deselects them whatever the cloud,
 ``HEAT_HEALTH_FAKECLOUD=1`` keeps them without asking the cloud. Tests
 marked ``real_nova`` need real Nova (see ``nova_backend``): the local
-deployment is turned to the Nova each test needs.
+deployment is turned to the Nova each test needs. Tests marked
+``guest_operation_faults`` also make an operation fail or hang (see
+``guest_faults``): deselected where the backend cannot, such as libvirt.
 """
 
 import datetime
@@ -20,6 +22,7 @@ import pytest
 
 from tests.functional import cloud
 from tests.functional import engines
+from tests.functional import guest_faults
 from tests.functional import nova_backend
 from tests.functional import service_logs
 
@@ -35,6 +38,11 @@ ENGINE_MARKER_HELP = (
     "deployment does it; elsewhere HEAT_HEALTH_ENGINE_STOP and "
     "HEAT_HEALTH_ENGINE_START are the commands); deselected without "
     "them" % ENGINE_MARKER)
+OPERATION_MARKER = 'guest_operation_faults'
+OPERATION_MARKER_HELP = (
+    "%s: makes a server's next operation fail or hang (fail_next, "
+    "hang_next), which only the fault driver's computes do; deselected "
+    "where the guest-fault backend cannot (libvirt)" % OPERATION_MARKER)
 _FALSE = ('0', 'false', 'no', 'off')
 _TRUE = ('1', 'true', 'yes', 'on')
 
@@ -43,6 +51,7 @@ _FAKECLOUD = pytest.StashKey()
 _DESELECTED = pytest.StashKey()
 _ENGINE_DESELECTED = pytest.StashKey()
 _REAL_DESELECTED = pytest.StashKey()
+_OPERATION_DESELECTED = pytest.StashKey()
 # The Nova the local deployment ran when this run started, if it turned it.
 _NOVA_FOUND = pytest.StashKey()
 
@@ -112,6 +121,7 @@ def pytest_configure(config):
     config.addinivalue_line('markers', MARKER_HELP)
     config.addinivalue_line('markers', ENGINE_MARKER_HELP)
     config.addinivalue_line('markers', nova_backend.MARKER_HELP)
+    config.addinivalue_line('markers', OPERATION_MARKER_HELP)
 
 
 def _deselect_engine_stoppers(config, items):
@@ -131,6 +141,7 @@ def pytest_collection_modifyitems(session, config, items):
     _deselect_fakecloud(config, items)
     _deselect_engine_stoppers(config, items)
     _deselect_real_nova(config, items)
+    _deselect_operation_faults(config, items)
     nova_backend.real_last(items)
 
 
@@ -145,9 +156,69 @@ def _deselect_real_nova(config, items):
         return  # unknown: the tests run and say what is wrong
     if present:
         return
+    why = 'the target cloud has none'
+    try:
+        if cloud.guest_fault_backend() is None:
+            why = 'no guest-fault backend (set %s)' % guest_faults.VARIABLE
+    except ValueError:
+        pass  # the setting is wrong, and the cloud has no real Nova
     config.hook.pytest_deselected(items=marked)
     items[:] = [i for i in items if i not in marked]
-    config.stash[_REAL_DESELECTED] = len(marked)
+    config.stash[_REAL_DESELECTED] = (len(marked), why)
+
+
+def operation_faults(environ, backend, switchable):
+    """(whether operation faults can be made, why not), by the backend.
+
+    :param backend: the guest-fault backend found (``guest_faults``);
+        called only when the environment does not name one and the local
+        deployment will not run the fault driver anyway.
+    :param switchable: whether the local deployment is turned to real Nova,
+        whose computes run the fault driver.
+    """
+    if switchable and not environ.get(guest_faults.VARIABLE):
+        return True, None
+    found = backend()
+    if found is None:
+        return False, 'there is no guest-fault backend'
+    if not found.operation_faults:
+        return False, 'the %s guest-fault backend cannot make them' % (
+            found.name)
+    return True, None
+
+
+def real_nova_note(count, why):
+    """The summary's line about the deselected real Nova tests."""
+    return ('%d functional test%s need%s real Nova whose guests can be '
+            'failed and %s deselected: %s' % (
+                count, '' if count == 1 else 's', 's' if count == 1 else '',
+                'was' if count == 1 else 'were', why))
+
+
+def operation_note(count, why):
+    """The summary's line about the deselected operation-fault tests."""
+    return ('%d functional test%s need%s guest operation faults (%s) and '
+            '%s deselected: %s' % (
+                count, '' if count == 1 else 's', 's' if count == 1 else '',
+                ', '.join(guest_faults.OPERATION_FAULTS),
+                'was' if count == 1 else 'were', why))
+
+
+def _deselect_operation_faults(config, items):
+    """The tests failing an operation, where no backend fails them."""
+    marked = [i for i in items if i.get_closest_marker(OPERATION_MARKER)]
+    if not marked:
+        return
+    try:
+        present, why = operation_faults(
+            os.environ, cloud.guest_fault_backend, nova_backend.switchable())
+    except ValueError:
+        return  # a wrong setting: the tests run and say it
+    if present:
+        return
+    config.hook.pytest_deselected(items=marked)
+    items[:] = [i for i in items if i not in marked]
+    config.stash[_OPERATION_DESELECTED] = (len(marked), why)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -185,13 +256,13 @@ def _deselect_fakecloud(config, items):
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if _REAL_DESELECTED in config.stash:
-        count = config.stash[_REAL_DESELECTED]
         terminalreporter.write_sep('-', 'real Nova')
-        terminalreporter.write_line(
-            '%d functional test%s need%s real Nova with the fault driver and '
-            '%s deselected: the target cloud has none' % (
-                count, '' if count == 1 else 's', 's' if count == 1 else '',
-                'was' if count == 1 else 'were'))
+        terminalreporter.write_line(real_nova_note(
+            *config.stash[_REAL_DESELECTED]))
+    if _OPERATION_DESELECTED in config.stash:
+        terminalreporter.write_sep('-', 'guest operation faults')
+        terminalreporter.write_line(operation_note(
+            *config.stash[_OPERATION_DESELECTED]))
     if _ENGINE_DESELECTED in config.stash:
         terminalreporter.write_sep('-', 'heat-health-engine')
         terminalreporter.write_line(engine_note(
