@@ -24,23 +24,38 @@ import requests
 
 from heat_health.common import config  # noqa: F401  (registers options)
 
-NOVA_API_VERSION = '2.1'
+# 2.16: a server's host_status and a service's forced_down are shown.
+NOVA_API_VERSION = '2.16'
 
 # Server ids asked for in one request (keeps the URL under 4 KiB).
 BY_ID_BATCH = 80
 
 Server = collections.namedtuple('Server', ['status', 'addresses', 'name',
                                            'task_state', 'updated',
-                                           'power_state'],
-                                defaults=(None, None, None, None))
+                                           'power_state', 'host'],
+                                defaults=(None, None, None, None, None))
 """A server as listed: its status, IP addresses (all networks), name, the
-task Nova is working on (None when idle), when it last changed and the
+task Nova is working on (None when idle), when it last changed, the
 hypervisor's power state (Nova's integer; None when not shown), which alone
-tells a guest paused or lost behind Nova's back from a running one."""
+tells a guest paused or lost behind Nova's back from a running one, and
+the compute host it is on (None when not shown or not placed)."""
+
+# A compute host as Nova's host_status names it: UP, DOWN (its service
+# forced down: fenced), MAINTENANCE (disabled; its guests still run),
+# UNKNOWN (its nova-compute stopped reporting: dead, cut off, restarting).
+HOST_STATES = (HOST_UP, HOST_DOWN, HOST_MAINTENANCE, HOST_UNKNOWN) = (
+    'UP', 'DOWN', 'MAINTENANCE', 'UNKNOWN')
 
 
 class NovaUnavailable(Exception):
-    """Nova could not be asked or did not answer."""
+    """Nova could not be asked or did not answer.
+
+    ``code``: the HTTP status of Nova's answer, when it gave one.
+    """
+
+    def __init__(self, message, code=None):
+        super(NovaUnavailable, self).__init__(message)
+        self.code = code
 
 
 Page = collections.namedtuple('Page', ['servers', 'next_marker'])
@@ -66,8 +81,20 @@ def _servers(body):
     return {s['id']: Server(s.get('status'), _ips(s.get('addresses')),
                             s.get('name'), s.get('OS-EXT-STS:task_state'),
                             _updated(s.get('updated')),
-                            s.get('OS-EXT-STS:power_state'))
+                            s.get('OS-EXT-STS:power_state'),
+                            s.get('OS-EXT-SRV-ATTR:host'))
             for s in body.get('servers', ())}
+
+
+def host_state(service):
+    """A nova-compute service's state as Nova's host_status rule has it."""
+    if service.get('forced_down'):
+        return HOST_DOWN
+    if service.get('status') == 'disabled':
+        return HOST_MAINTENANCE
+    if service.get('state') != 'up':
+        return HOST_UNKNOWN
+    return HOST_UP
 
 
 def _updated(stamp):
@@ -113,16 +140,19 @@ class NovaAdapter(object):
                 timeout=options.nova_request_timeout)
         return self._client
 
-    def _get(self, params):
+    def _get(self, params, path='/servers/detail', key='servers'):
         self.requests += 1
-        url = '/servers/detail?' + parse.urlencode(params, doseq=True)
+        url = path + '?' + parse.urlencode(params, doseq=True)
         try:
             _resp, body = self.client.client.get(url)
         except (nova_exc.ClientException, ks_exc.ClientException,
                 requests.RequestException, ValueError) as e:
-            raise NovaUnavailable('%s: %s' % (type(e).__name__, e))
-        if not isinstance(body, dict) or 'servers' not in body:
-            raise NovaUnavailable('Nova answered without a server list')
+            raise NovaUnavailable('%s: %s' % (type(e).__name__, e),
+                                  getattr(e, 'code', None) or
+                                  getattr(e, 'http_status', None))
+        if not isinstance(body, dict) or key not in body:
+            raise NovaUnavailable('Nova answered without a %s list' %
+                                  key.rstrip('s'))
         return body
 
     def _all_pages(self, params):
@@ -170,3 +200,13 @@ class NovaAdapter(object):
             params['marker'] = marker
         body = self._get(params)
         return Page(_servers(body), _next_marker(body))
+
+    def list_compute_hosts(self):
+        """{host: HOST_UP | HOST_DOWN | HOST_MAINTENANCE | HOST_UNKNOWN}.
+
+        One request for every nova-compute service (``os-services``).
+        """
+        body = self._get({'binary': 'nova-compute'}, path='/os-services',
+                         key='services')
+        return {s['host']: host_state(s) for s in body['services']
+                if s.get('host')}

@@ -62,7 +62,7 @@ class HealthEngineService(service.Service):
             self.engine_id, self._monitor.tracker, replacer,
             blind=self._monitor.blind,
             drainer=lb_drain.Drainer(replacer.octavia_client),
-            background_events=True)
+            background_events=True, place=self._monitor.hosts.place)
         self._monitor.tracker.on_failure = self._recovery.wake
         # Pools follow their groups between stack updates.
         self._follower = lb_follow.MemberFollower(

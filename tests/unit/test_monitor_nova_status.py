@@ -3,6 +3,7 @@
 import datetime
 
 from heat_health.common import nova_adapter
+from heat_health.engine.monitor import compute_hosts
 from heat_health.engine.monitor import nova_status
 from heat_health.policy import observation as obs
 from tests.unit import base
@@ -15,7 +16,10 @@ def _server(status):
 
 
 class FakeNova(object):
-    """Servers by id; pages of ``page_size`` in id order; a call log."""
+    """Servers by id; pages of ``page_size`` in id order; a call log.
+
+    Compute hosts by name, listed apart (``host_listings``).
+    """
 
     def __init__(self, servers, page_size=2):
         self.servers = servers
@@ -23,6 +27,14 @@ class FakeNova(object):
         self.page_size = page_size
         self.calls = []
         self.error = None
+        self.hosts = {}
+        self.host_listings = 0
+
+    def list_compute_hosts(self):
+        self.host_listings += 1
+        if self.error:
+            raise nova_adapter.NovaUnavailable(self.error)
+        return dict(self.hosts)
 
     def _call(self, what):
         self.calls.append(what)
@@ -451,3 +463,125 @@ class TestGuestNotRunning(_PollerCase):
         self.assertEqual({}, self._poll())
         self.assertEqual({'a': (obs.UNHEALTHY, PAUSED_REASON)},
                          self._poll())
+
+
+def _on(host, status='ACTIVE', task_state=None, power_state=1):
+    return nova_adapter.Server(status, [], 'vm', task_state, None,
+                               power_state, host)
+
+
+class TestComputeHostStates(_PollerCase):
+    """Nova's word on a server is only as fresh as its compute's reports."""
+
+    def setUp(self):
+        super(TestComputeHostStates, self).setUp()
+        self._poller(_on('compute1'), stuck_after=lambda server_id: 8)
+        self.nova.servers['b'] = _on('compute2')
+        self.nova.hosts = {'compute1': 'UP', 'compute2': 'UP'}
+        self.poller._hosts = compute_hosts.ComputeHosts(
+            self.nova, listed=self.poller.listed, clock=lambda: 0)
+        self.assertEqual({'a': (obs.HEALTHY, 'Nova status ACTIVE'),
+                          'b': (obs.HEALTHY, 'Nova status ACTIVE')},
+                         self._poll())
+
+    def test_a_host_not_reporting_makes_its_servers_unknown_once(self):
+        self.nova.hosts['compute2'] = 'UNKNOWN'
+        # No server changed in Nova: the host's state alone tells.
+        seen = self._poll()
+        self.assertEqual(['b'], list(seen))
+        self.assertEqual(obs.UNKNOWN, seen['b'][0])
+        self.assertIn('nova-compute on host compute2 is not reporting',
+                      seen['b'][1])
+        self.assertEqual({}, self._poll())
+        # Back: the server as Nova shows it now, looked up at once (its
+        # guest did not survive).
+        self.nova.hosts['compute2'] = 'UP'
+        self.nova.servers['b'] = _on('compute2', power_state=4)
+        seen = self._poll()
+        self.assertEqual(obs.UNHEALTHY, seen['b'][0])
+        self.assertIn('power state SHUTDOWN', seen['b'][1])
+
+    def test_a_task_is_not_stuck_while_its_host_does_not_report(self):
+        self.nova.changed = {'a': _on('compute1', 'HARD_REBOOT',
+                                      'reboot_started_hard')}
+        self.assertEqual({}, self._poll())
+        self.nova.changed = {}
+        self.nova.hosts['compute1'] = 'UNKNOWN'
+        for _ in range(5):
+            seen = self._poll()
+            self.assertNotIn(obs.UNHEALTHY, [v for v, _r in seen.values()])
+
+    def test_a_host_forced_down_makes_its_servers_unhealthy(self):
+        self.nova.hosts['compute1'] = 'DOWN'
+        seen = self._poll()
+        self.assertEqual({'a': (obs.UNHEALTHY, 'host compute1 is down (its '
+                                'nova-compute is forced down)')}, seen)
+
+    def test_a_deleted_server_is_deleted_whatever_its_host(self):
+        self.nova.hosts['compute1'] = 'DOWN'
+        self.nova.changed = {'a': _on('compute1', 'DELETED')}
+        self.assertEqual({'a': (obs.UNHEALTHY, 'Nova status DELETED')},
+                         self._poll())
+
+    def test_a_nova_without_the_services_api_judges_as_before(self):
+        self.nova.list_compute_hosts = _refused(404)
+        self.nova.servers['a'] = _on('compute1', power_state=4)
+        self.nova.changed = {'a': self.nova.servers['a']}
+        self.assertEqual(obs.UNHEALTHY, self._poll()['a'][0])
+
+
+class TestComputeHosts(base.HeatHealthTestCase):
+
+    def setUp(self):
+        super(TestComputeHosts, self).setUp()
+        self.now = 0.0
+        self.nova = FakeNova({'a': _on('compute1')})
+        self.nova.hosts = {'compute1': 'UNKNOWN'}
+        self.hosts = compute_hosts.ComputeHosts(self.nova,
+                                                clock=lambda: self.now)
+
+    def test_place_looks_a_server_up_once_and_hosts_once_a_second(self):
+        self.assertEqual(('compute1', 'UNKNOWN'), self.hosts.place('a'))
+        self.nova.hosts['compute1'] = 'UP'
+        self.assertEqual(('compute1', 'UNKNOWN'), self.hosts.place('a'))
+        self.now += compute_hosts.FRESH_SECONDS
+        self.assertEqual(('compute1', 'UP'), self.hosts.place('a'))
+        self.assertEqual([('ids', ('a',))], self.nova.calls)
+        self.assertEqual(2, self.nova.host_listings)
+        self.assertIsNone(self.hosts.place('gone'))
+
+    def test_a_nova_that_shows_no_hosts_is_asked_again_later(self):
+        self.nova.list_compute_hosts = _refused(404)
+        self.assertIsNone(self.hosts.place('a'))
+        self.now += compute_hosts.UNAVAILABLE_SECONDS - 1
+        self.nova.list_compute_hosts = _refused(AssertionError)
+        self.assertIsNone(self.hosts.place('a'))
+
+    def test_a_nova_that_did_not_answer_leaves_the_last_word(self):
+        self.assertEqual(('compute1', 'UNKNOWN'), self.hosts.place('a'))
+        self.nova.list_compute_hosts = _refused(500)
+        self.now += compute_hosts.FRESH_SECONDS
+        self.assertEqual(('compute1', 'UNKNOWN'), self.hosts.place('a'))
+
+
+def _refused(code):
+    def listing():
+        if code is AssertionError:
+            raise AssertionError('asked again too soon')
+        raise nova_adapter.NovaUnavailable('HTTP %s' % code, code)
+    return listing
+
+
+class TestHostState(base.HeatHealthTestCase):
+
+    def test_as_nova_derives_host_status(self):
+        state = nova_adapter.host_state
+        self.assertEqual('DOWN', state({'forced_down': True,
+                                        'status': 'disabled',
+                                        'state': 'down'}))
+        self.assertEqual('MAINTENANCE', state({'status': 'disabled',
+                                               'state': 'up'}))
+        self.assertEqual('UNKNOWN', state({'status': 'enabled',
+                                           'state': 'down'}))
+        self.assertEqual('UP', state({'status': 'enabled', 'state': 'up',
+                                      'forced_down': False}))

@@ -22,6 +22,7 @@ from heat.common import context as heat_context
 
 from heat_health.common import nova_adapter
 from heat_health.common import octavia_adapter
+from heat_health.engine.monitor import compute_hosts
 from heat_health.engine.monitor import lb_status
 from heat_health.engine.monitor import lifecycle_events
 from heat_health.engine.monitor import listener_workers
@@ -149,13 +150,19 @@ class Monitor(object):
             live=lambda: getattr(registry.partition, 'members', None))
         # What the poller saw this tick, handed to the tracker at once.
         self._polled = []
+        adapter = adapter or nova_adapter.NovaAdapter(conf)
+        # Whether each server's compute reports: listed once per poll,
+        # and at most once a second for recovery (``place``).
+        self.hosts = compute_hosts.ComputeHosts(adapter)
         self.poller = nova_status.StatusPoller(
-            adapter or nova_adapter.NovaAdapter(conf), self._polled.append,
+            adapter, self._polled.append,
             # Servers checked by URL are listed too, for their addresses.
             lambda: self.tracker.servers(policy_spec.POLLED),
             conf.heat_health.node_status_resync_cycles,
             stuck_after=self.tracker.stuck_after,
-            power_grace=conf.heat_health.node_power_state_grace)
+            power_grace=conf.heat_health.node_power_state_grace,
+            hosts=self.hosts)
+        self.hosts.listed = self.poller.listed
         self.tracker.on_look_again = lambda server_id: self.poller.recheck(
             [server_id])
         self._octavia = octavia or octavia_adapter.OctaviaAdapter(conf)

@@ -19,6 +19,11 @@ paused its guest or lost it, and only the power state shows it. An ACTIVE
 server with no task whose guest is not running is UNHEALTHY once that has
 lasted a short grace, so a mismatch Nova's power sync is settling is not
 acted on.
+
+Nor is Nova's word always fresh: a server on a compute host that stopped
+reporting is UNKNOWN until the host is back (its nova-compute will finish
+or undo what it was doing), and one on a host forced down is UNHEALTHY
+(``compute_hosts``). The hosts are listed once per poll.
 """
 
 import datetime
@@ -28,6 +33,7 @@ from oslo_utils import timeutils
 
 from heat_health.common import nova_adapter
 from heat_health.common import power_states
+from heat_health.engine.monitor import compute_hosts
 from heat_health.policy import observation as obs
 
 LOG = logging.getLogger(__name__)
@@ -45,6 +51,8 @@ HEALTHY_STATUSES = frozenset(['ACTIVE'])
 OVERLAP = datetime.timedelta(seconds=2)
 
 MISSING_REASON = 'Not in Nova\'s server list'
+# Statuses that say all there is, whatever the host's state.
+_FINAL = frozenset(['DELETED', 'SOFT_DELETED'])
 
 
 def _guest_down(status, power_state):
@@ -62,6 +70,11 @@ def _seen(status, power_state):
     """What is remembered as last reported of a server listed so."""
     down = _guest_down(status, power_state)
     return status if down is None else '%s, power %s' % (status, down)
+
+
+def _seen_on_host(found):
+    """What is remembered as last reported of a server its host judged."""
+    return 'host: %s' % found[1]
 
 
 def verdict(status, power_state=None):
@@ -89,11 +102,16 @@ class StatusPoller(object):
     :param resync_cycles: polls between the starts of two full listings.
     :param power_grace: seconds an ACTIVE server's guest may be reported
         not running before the server is UNHEALTHY (0: at once).
+    :param hosts: a compute_hosts.ComputeHosts listed at each poll, or
+        None to judge servers whatever their host's state.
     """
 
     def __init__(self, adapter, observe, watched, resync_cycles,
-                 clock=timeutils.utcnow, stuck_after=None, power_grace=0):
+                 clock=timeutils.utcnow, stuck_after=None, power_grace=0,
+                 hosts=None):
         self._adapter = adapter
+        self._hosts = hosts
+        self._host_states = {}   # host -> state, as of the last poll
         # server id -> seconds a task may last before the server counts
         # as stuck (None: never).
         self._stuck_after = stuck_after or (lambda server_id: None)
@@ -129,19 +147,20 @@ class StatusPoller(object):
             return 0
         now = self._clock()
         try:
+            again = self._hosts_changed(watched)
             if self._since is None:
                 servers = self._adapter.list_all()
-                count = self._report(servers, watched, now)
+                count = self._report(dict(again, **servers), watched, now)
                 count += self._missing(watched - set(servers), now)
                 self._since = now
                 self._cycles = 0
                 self.failure = None
                 return count
-            changed = self._adapter.list_changed(self._since - OVERLAP)
+            changed = dict(again, **self._adapter.list_changed(
+                self._since - OVERLAP))
             self._since = now
             rechecks = (self._rechecks & watched) - set(changed)
             if rechecks:
-                changed = dict(changed)
                 changed.update(self._adapter.list_by_ids(sorted(rechecks)))
             self._rechecks = set()
             count = self._report(changed, watched, now)
@@ -194,19 +213,23 @@ class StatusPoller(object):
         for server_id in server_ids.intersection(servers):
             server = servers[server_id]
             self.listed[server_id] = server
-            if self._busy(server_id, server, now):
+            found = self._on_host(server_id, server)
+            if found is not None:
+                self._reported[server_id] = _seen_on_host(found)
+            elif self._busy(server_id, server, now):
                 # Another owner's action, or the user's, under way: the
                 # next poll reports it, changed or not.
                 self.recheck([server_id])
                 continue
-            if self._within_grace(server_id, server, now):
+            elif self._within_grace(server_id, server, now):
                 # Judged by the poll that finds the grace over.
                 continue
-            found = verdict(server.status, server.power_state)
-            if found is None:
-                continue
-            self._reported[server_id] = _seen(server.status,
-                                              server.power_state)
+            else:
+                found = verdict(server.status, server.power_state)
+                if found is None:
+                    continue
+                self._reported[server_id] = _seen(server.status,
+                                                  server.power_state)
             for source in (SOURCE, obs.LIFECYCLE_EVENTS):
                 self._observe(obs.Observation(server_id, found[0], found[1],
                                               source, now))
@@ -239,20 +262,66 @@ class StatusPoller(object):
         for server_id in watched.intersection(servers):
             server = servers[server_id]
             self.listed[server_id] = server
-            if self._busy(server_id, server, now):
+            found = self._on_host(server_id, server)
+            if found is not None:
+                seen = _seen_on_host(found)
+            elif self._busy(server_id, server, now):
                 continue
-            if self._within_grace(server_id, server, now):
+            elif self._within_grace(server_id, server, now):
                 continue
-            seen = _seen(server.status, server.power_state)
+            else:
+                seen = _seen(server.status, server.power_state)
+                found = verdict(server.status, server.power_state)
             if reported.get(server_id) == seen:
                 continue
-            found = verdict(server.status, server.power_state)
             if found is not None:
                 reported[server_id] = seen
                 self._observe(obs.Observation(server_id, found[0], found[1],
                                               SOURCE, now))
                 count += 1
         return count
+
+    def _hosts_changed(self, watched):
+        """The hosts listed anew: servers on one that changed, to judge.
+
+        A host's state is in no listing of changed servers. A watched
+        server on a host that stopped reporting or was forced down is
+        judged by that, as last listed; one on a host back up is looked
+        up by id in this poll: what was listed before may be stale.
+        """
+        if self._hosts is None:
+            return {}
+        before, self._host_states = (self._host_states,
+                                     self._hosts.refresh())
+        changed = {h for h in set(before) | set(self._host_states)
+                   if before.get(h) != self._host_states.get(h)}
+        again = {}
+        for server_id, server in self.listed.items():
+            if server_id not in watched or server.host not in changed:
+                continue
+            self._reported.pop(server_id, None)
+            if self._host_states.get(server.host) in (compute_hosts.UNKNOWN,
+                                                      compute_hosts.DOWN):
+                again[server_id] = server
+            else:
+                self._rechecks.add(server_id)
+        return again
+
+    def _on_host(self, server_id, server):
+        """(verdict, reason) of a server its host's state decides, or None.
+
+        Forgets its task and power state meanwhile: they are not Nova's
+        news while its compute does not report.
+        """
+        state = self._host_states.get(server.host) if server.host else None
+        if server.status in _FINAL or state not in (compute_hosts.UNKNOWN,
+                                                    compute_hosts.DOWN):
+            return None
+        self._tasks.pop(server_id, None)
+        self._down.pop(server_id, None)
+        if state == compute_hosts.UNKNOWN:
+            return obs.UNKNOWN, compute_hosts.not_reporting(server.host)
+        return obs.UNHEALTHY, compute_hosts.forced_down(server.host)
 
     def _busy(self, server_id, server, now):
         """Whether Nova is working on the server: no verdict then.

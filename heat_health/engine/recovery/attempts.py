@@ -12,6 +12,7 @@ from oslo_log import log as logging
 
 from heat_health.common import power_states
 from heat_health.db import api as db_api
+from heat_health.engine.monitor import compute_hosts
 from heat_health.engine.monitor import states
 from heat_health.engine.pools import lb_drain
 from heat_health.engine.recovery import nova_actions
@@ -63,7 +64,7 @@ class AttemptStages(object):
         actions = policy.spec.recovery.actions
         return not actions or name in {a[0] for a in actions}
 
-    def _choose(self, policy, found, step):
+    def _choose(self, policy, found, step, host_down=None):
         """(ladder, index, action) for this attempt.
 
         A server stuck in a task gets what works from the state Nova
@@ -71,7 +72,9 @@ class AttemptStages(object):
         rung, which Nova may refuse (and the attempt then fails at once).
         So does an ACTIVE server whose guest is not running: a hard reboot
         instead of a soft one (which needs a running guest) or of a start,
-        unpause or resume (which Nova refuses on an ACTIVE server).
+        unpause or resume (which Nova refuses on an ACTIVE server). A
+        server on a host forced down (``host_down``) is RECREATEd, if the
+        policy allows it: no action on that host can heal it.
         """
         spec = policy.spec.recovery
         if spec.actions:
@@ -93,6 +96,14 @@ class AttemptStages(object):
                                        found.power_state) and
               self._allowed(policy, settled_state.REBOOT)):
             action = (settled_state.REBOOT, {'type': settled_state.HARD})
+        if (host_down and action[0] != RECREATE and
+                self._allowed(policy, RECREATE)):
+            names = [a[0] for a in ladder]
+            if RECREATE not in names:
+                ladder.append((RECREATE, {}))
+                names.append(RECREATE)
+            index = names.index(RECREATE)
+            action = ladder[index]
         return ladder, index, action
 
     def _start(self, policy, target, step):
@@ -111,7 +122,15 @@ class AttemptStages(object):
             self.timeline.hold(policy, target,
                                'braked: Nova error: %s' % e, self._clock())
             return
-        ladder, index, action = self._choose(policy, found, step.step)
+        place = self._place(target.server_id)
+        if place is not None and place[1] == compute_hosts.UNKNOWN:
+            self.timeline.hold(policy, target, 'not now: %s' % (
+                compute_hosts.not_reporting(place[0])), self._clock())
+            return
+        host_down = (place[0] if place is not None and
+                     place[1] == compute_hosts.DOWN else None)
+        ladder, index, action = self._choose(policy, found, step.step,
+                                             host_down)
         if action[0] != RECREATE:
             held = self._not_now(policy)
             if held:
@@ -136,6 +155,8 @@ class AttemptStages(object):
             'verify_seconds': verify,
             'deadline': _iso(now + datetime.timedelta(seconds=verify)),
             'detected': (target.reason or '')[:200]})
+        if host_down:
+            recovery['host_down'] = host_down
         if action[0] == RECREATE:
             # Recorded before the marking: cleared if the server heals.
             recovery['marked_failed'] = target.server_id
@@ -309,6 +330,22 @@ class AttemptStages(object):
                                    {'recovery': recovery}, at=now):
             self.timeline.heat_event(target, 'IN_PROGRESS', reason)
 
+    def _verify_later(self, target, why):
+        """Not healthy yet, but Nova cannot tell now: a new deadline.
+
+        The action's outcome is Nova's to finish (its compute's restart
+        handling), so the next rung would act twice.
+        """
+        now = self._clock()
+        recovery = dict(target.recovery or {})
+        recovery['deadline'] = _iso(now + datetime.timedelta(
+            seconds=recovery.get('verify_seconds') or MIN_VERIFY_SECONDS))
+        reason = 'verification waits: %s' % why
+        if self.tracker.store_step(target, states.VERIFYING,
+                                   states.VERIFYING, reason,
+                                   {'recovery': recovery}, at=now):
+            self.timeline.heat_event(target, 'IN_PROGRESS', reason)
+
     # Ending an attempt
 
     def _failed(self, policy, target, why, force_recreate=False,
@@ -333,6 +370,10 @@ class AttemptStages(object):
             self.timeline.heat_event(target, 'FAILED', reason)
 
     def _escalate(self, policy, target, step):
+        place = self._place(target.server_id)
+        if place is not None and place[1] == compute_hosts.UNKNOWN:
+            return self._verify_later(target, compute_hosts.not_reporting(
+                place[0]))
         recovery = dict(target.recovery or {})
         ladder = recovery.get('ladder') or []
         nxt = ladder[min(step.next_step, len(ladder) - 1)] if ladder else None

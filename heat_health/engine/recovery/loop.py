@@ -89,14 +89,17 @@ class RecoveryLoop(attempts.AttemptStages, recreate.RecreateStages):
         ``max_concurrent_recoveries`` threads by default.
     :param background_events: Heat's events written on a thread of their
         own once started (timeline.EventWriter), not by each step.
+    :param place: server id -> (its compute host, that host's state) as
+        Nova shows it (monitor.compute_hosts), or None when not known.
     """
 
     def __init__(self, engine_id, tracker, replacer,
                  blind=lambda policy_id: None,
                  actions=None, drainer=None, conf=cfg.CONF,
                  clock=timeutils.utcnow, executor=None,
-                 background_events=False):
+                 background_events=False, place=lambda server_id: None):
         self.engine_id = engine_id
+        self._place = place
         self.tracker = tracker
         self.replacer = replacer
         self._blind = blind

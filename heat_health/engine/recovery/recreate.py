@@ -59,7 +59,9 @@ class RecreateStages(object):
         if stage == MARKED:
             # Its update is asked for with the others (ReplaceMarked).
             return
-        if policy.spec.recovery.fence_compute and stage != FENCED:
+        # A server on a host forced down is fenced with its host.
+        if (policy.spec.recovery.fence_compute and stage != FENCED and
+                not recovery.get('host_down')):
             if not self._fence(policy, target, recovery, old, nova):
                 return
         try:
