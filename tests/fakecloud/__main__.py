@@ -36,7 +36,8 @@ def build(conf):
     return (wsgi_server.make_server(config.BIND_HOST, conf.api_port,
                                     application),
             health_http.make_server(config.BIND_HOST, conf.health_port,
-                                    store, conf.hang_cap))
+                                    store, conf.hang_cap,
+                                    conf.fault_driver_file))
 
 
 def main(argv=None):

@@ -45,6 +45,11 @@ OPTS = [
     cfg.FloatOpt('hang_cap', default=300, min=0,
                  help='Most seconds a hung server\'s health endpoint holds '
                       'a request before it closes the connection.'),
+    cfg.StrOpt('fault_driver_file',
+               help='JSON file {compute host: URL of its fault driver\'s '
+                    'control API} of the real Nova the deployment may run '
+                    '(read at each check): the health endpoint of a server '
+                    'fakecloud does not hold asks the computes.'),
     cfg.IntOpt('deleted_servers_kept', default=100000, min=0,
                help='Deleted servers remembered for changes-since.'),
     cfg.IntOpt('timeline_kept', default=100000, min=1,

@@ -8,6 +8,13 @@ fails or never returns. Each fault changes the guest's power state and
 emits the lifecycle event libvirt would, so Nova's own handling runs
 (``_sync_instance_power_state``) and the API shows what real Nova shows.
 
+Inside a running guest an application answers its health URL (the control
+API's ``/<uuid>/health``): ``ok`` while the guest runs. The application
+fault ``hang`` makes it stop answering while Nova and the hypervisor see
+nothing wrong; what cures a real hung application cures it here: the guest
+rebooted, rebuilt or powered off (by Nova or by a fault), or ``reset``.
+Pausing and suspending keep the guest's memory, and the hang with it.
+
 Guests are kept in ``state_path``, so a nova-compute killed and started
 again finds its guests (as libvirt's domains outlive it) and Nova's own
 restart handling (``_init_instance``) runs against them. The node's uuid
@@ -46,6 +53,9 @@ GUEST_FAULTS = {
     'suspend': (power_state.SUSPENDED, virtevent.EVENT_LIFECYCLE_SUSPENDED),
     'lose': (None, virtevent.EVENT_LIFECYCLE_STOPPED),
 }
+# Faults of the application in the guest: Nova and the hypervisor see
+# nothing.
+APPLICATION_FAULTS = ('hang',)
 # Driver operations a fault can make fail or hang, the next time each runs.
 OPERATIONS = ('spawn', 'reboot', 'power_on', 'power_off', 'pause',
               'unpause', 'suspend', 'resume', 'destroy')
@@ -63,6 +73,8 @@ class FaultDriver(fake.FakeDriver):
         self._lock = threading.RLock()
         # uuid -> {operation: 'fail' | seconds to hang}
         self._next = {}
+        # Guests whose application hangs (kept on disk with them).
+        self._hung = set()
         self._load_guests()
         self._control = None
 
@@ -107,11 +119,14 @@ class FaultDriver(fake.FakeDriver):
         for guest_uuid, guest in kept.items():
             self.instances[guest_uuid] = fake.FakeInstance(
                 guest['name'], guest['state'], guest_uuid)
+            if guest.get('hung'):
+                self._hung.add(guest_uuid)
 
     def _save(self):
         path = self._guests_path()
         with self._lock:
-            kept = {u: {'name': i.name, 'state': i.state}
+            kept = {u: {'name': i.name, 'state': i.state,
+                        'hung': u in self._hung}
                     for u, i in self.instances.items()}
             with open(path + '.new', 'w') as f:
                 json.dump(kept, f)
@@ -131,7 +146,34 @@ class FaultDriver(fake.FakeDriver):
             found = self.instances.get(guest_uuid)
             return {'uuid': guest_uuid, 'host': self._host,
                     'power_state': None if found is None else found.state,
+                    'hung': guest_uuid in self._hung,
                     'next': dict(self._next.get(guest_uuid, {}))}
+
+    def health(self, guest_uuid):
+        """What the guest's application answers its health check.
+
+        (status, text), or None while it hangs: the check gets no answer.
+        404 for a guest this host does not hold (a lost one included), 503
+        while the guest does not run.
+        """
+        with self._lock:
+            found = self.instances.get(guest_uuid)
+            if found is None:
+                return 404, 'no guest %s on this host\n' % guest_uuid
+            if found.state != power_state.RUNNING:
+                return 503, 'guest is %s\n' % power_state.STATE_MAP.get(
+                    found.state, found.state)
+            if guest_uuid in self._hung:
+                return None
+            return 200, 'ok\n'
+
+    def _cure(self, guest_uuid):
+        """The application starts afresh: the guest stopped or rebooted."""
+        with self._lock:
+            if guest_uuid in self._hung:
+                self._hung.discard(guest_uuid)
+                LOG.info('Application of guest %s no longer hangs',
+                         guest_uuid)
 
     def inject(self, guest_uuid, fault, operation=None, seconds=None):
         """Make the fault happen now (or arm it for the next operation)."""
@@ -146,10 +188,23 @@ class FaultDriver(fake.FakeDriver):
         if fault == 'reset':
             with self._lock:
                 self._next.pop(guest_uuid, None)
+                self._cure(guest_uuid)
+                self._save()
+            return self.guest(guest_uuid)
+        if fault in APPLICATION_FAULTS:
+            with self._lock:
+                if guest_uuid not in self.instances:
+                    raise KeyError(guest_uuid)
+                self._hung.add(guest_uuid)
+                self._save()
+            LOG.info('Fault %(fault)s: the application of guest %(uuid)s '
+                     'no longer answers', {'fault': fault,
+                                           'uuid': guest_uuid})
             return self.guest(guest_uuid)
         if fault not in GUEST_FAULTS:
             raise ValueError('fault must be one of %s' % ', '.join(
-                sorted(GUEST_FAULTS) + ['fail_next', 'hang_next', 'reset']))
+                sorted(GUEST_FAULTS) + list(APPLICATION_FAULTS) +
+                ['fail_next', 'hang_next', 'reset']))
         state, transition = GUEST_FAULTS[fault]
         with self._lock:
             if guest_uuid not in self.instances:
@@ -158,6 +213,9 @@ class FaultDriver(fake.FakeDriver):
                 del self.instances[guest_uuid]
             else:
                 self.instances[guest_uuid].state = state
+            if state in (None, power_state.SHUTDOWN, power_state.CRASHED):
+                # Paused or suspended, the guest keeps its memory.
+                self._cure(guest_uuid)
             self._save()
         LOG.info('Fault %(fault)s: guest %(uuid)s now in power state '
                  '%(state)s', {'fault': fault, 'uuid': guest_uuid,
@@ -182,21 +240,25 @@ class FaultDriver(fake.FakeDriver):
 
     def spawn(self, context, instance, *args, **kwargs):
         self._armed('spawn', instance)
+        self._cure(instance.uuid)
         super(FaultDriver, self).spawn(context, instance, *args, **kwargs)
         self._save()
 
     def reboot(self, context, instance, *args, **kwargs):
         self._armed('reboot', instance)
+        self._cure(instance.uuid)
         super(FaultDriver, self).reboot(context, instance, *args, **kwargs)
         self._save()
 
     def power_on(self, context, instance, *args, **kwargs):
         self._armed('power_on', instance)
+        self._cure(instance.uuid)
         super(FaultDriver, self).power_on(context, instance, *args, **kwargs)
         self._save()
 
     def power_off(self, instance, *args, **kwargs):
         self._armed('power_off', instance)
+        self._cure(instance.uuid)
         super(FaultDriver, self).power_off(instance, *args, **kwargs)
         self._save()
 
@@ -218,5 +280,6 @@ class FaultDriver(fake.FakeDriver):
 
     def destroy(self, context, instance, *args, **kwargs):
         self._armed('destroy', instance)
+        self._cure(instance.uuid)
         super(FaultDriver, self).destroy(context, instance, *args, **kwargs)
         self._save()

@@ -10,7 +10,9 @@ from tests.functional import cloud
 
 RECREATE_ONLY = {'actions': [{'name': 'RECREATE'}]}
 # Each server's health endpoint on the local deployment's fakecloud (its
-# health port): only tests marked fakecloud poll it.
+# health port): fakecloud's own servers', and on real Nova each guest's,
+# which fakecloud asks of the compute's fault driver. Only tests marked
+# fakecloud or real_nova poll it.
 FAKECLOUD_HEALTH_URL = 'http://127.0.0.1:8775/{id}/health'
 POLL_URL = [{'type': 'NODE_STATUS_POLL_URL', 'options': {
     'poll_url': FAKECLOUD_HEALTH_URL,

@@ -9,6 +9,7 @@ what real Nova shows. Two engines share the policies.
 import json
 
 import pytest
+import requests
 
 from tests.functional import engines
 from tests.functional import healing as h
@@ -131,3 +132,37 @@ def test_lost_guest_of_an_autoscaling_group_is_recreated(demo, admin,
     admin.guest_fault(victim, 'lose')
     healed = h.wait_member_recreated(demo, stack, victim, timeout=180)
     assert len(healed) == 1
+
+
+def _health(url):
+    """What the server's health URL answers: (status, text)."""
+    resp = requests.get(url, timeout=10)
+    return resp.status_code, resp.text.strip()
+
+
+def test_hung_application_is_found_by_its_url_and_rebooted(
+        demo, admin, stacks, admin_nova):
+    """Nova sees nothing wrong; the health URL of the application is silent.
+
+    The URL is the one the templates use on fakecloud: for real Nova's
+    servers fakecloud asks the fault driver of the compute holding the
+    guest. A reboot cures the hung application.
+    """
+    stack, targets = h.heal_stack(stacks, demo, 'real-hang', count=2,
+                                  modes=h.POLL_URL)
+    victim = targets['workers/1']['server_id']
+    url = h.FAKECLOUD_HEALTH_URL.format(id=victim)
+    assert _health(url) == (200, 'ok')
+    assert admin.guest_fault(victim, 'hang')['hung'] is True
+    with pytest.raises(requests.exceptions.RequestException):
+        requests.get(url, timeout=2)
+    detected = demo.wait_for(lambda: _detected(demo, stack, victim),
+                             'the hung application detected', timeout=60)
+    assert detected['source'] == 'NODE_STATUS_POLL_URL', detected
+    healed = _healed(demo, stack, victim, 2)
+    # The same server, rebooted where it is.
+    assert healed['workers/1']['server_id'] == victim
+    started = h.started(h.events(demo, stack), victim)
+    assert started[-1]['reason'].startswith('REBOOT'), started
+    assert _health(url) == (200, 'ok')
+    _running(admin_nova, victim)

@@ -31,6 +31,9 @@ configure_fakecloud() {
     iniset "$conf" DEFAULT task_delay "$FAKECLOUD_TASK_DELAY"
     iniset "$conf" DEFAULT notification_format "$FAKECLOUD_NOTIFICATION_FORMAT"
     iniset "$conf" DEFAULT transport_url "$TRANSPORT_URL"
+    # When real Nova runs (nova.sh), the health endpoints of its servers
+    # are answered by the computes' fault drivers: fakecloud asks them.
+    iniset "$conf" DEFAULT fault_driver_file "$STATE/fault-driver.json"
     iniset "$conf" oslo_messaging_notifications driver messagingv2
     local section=keystone_authtoken
     iniset "$conf" $section www_authenticate_uri "$LC_KEYSTONE_URL"
