@@ -11,12 +11,13 @@ guest is in the middle of going down, freezing or coming back, never well.
 
 When the deployment runs real Nova (``fault_driver_file`` names its
 computes' control APIs), a server fakecloud does not hold is asked of the
-computes: the one holding the guest answers for its application (see
-tests/fault_driver/control.py), and its answer, or its silence, is passed
-on as is. A server no compute holds is 404; while a compute does not
-answer and another says it does not hold the server, 503 (the guest may
-be on the silent one). When no compute answers at all, real Nova is not
-running (the deployment runs fakecloud's Nova): 404, as without computes.
+computes (ids that are UUIDs only, as Nova's are): the one holding the
+guest answers for its application (see tests/fault_driver/control.py),
+and its answer, or its silence, is passed on as is. A server no compute
+holds is 404; while a compute does not answer and another says it does
+not hold the server, 503 (the guest may be on the silent one). When no
+compute answers at all, real Nova is not running (the deployment runs
+fakecloud's Nova): 404, as without computes.
 """
 
 import http.client
@@ -25,6 +26,7 @@ import json
 import logging
 import time
 import urllib.parse
+import uuid
 
 from tests.fakecloud import wsgi_server
 
@@ -67,6 +69,15 @@ class HealthHandler(http.server.BaseHTTPRequestHandler):
 CONNECT_TIMEOUT = 2
 # Seconds beyond the hang cap that a held answer of a compute is waited for.
 SLACK = 5
+
+
+def is_uuid(text):
+    """Whether the text is a UUID, as Nova's server ids are."""
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
 
 
 class Computes(object):
@@ -162,7 +173,7 @@ class Health(object):
         parts = path.strip('/').split('/')
         if len(parts) != 2 or parts[1] != 'health':
             return 404, 'GET /<server id>/health\n'
-        if self.computes is not None:
+        if self.computes is not None and is_uuid(parts[0]):
             with self.store.lock:
                 held = parts[0] in self.store.servers
             if not held:

@@ -27,6 +27,7 @@ from tests.fault_driver import control
 REPO = pathlib.Path(__file__).resolve().parents[2]
 GUEST = '4d1c2b7e-0f3a-4c55-9e2d-6a8b1f0c3e71'
 OTHER = '9a7e3c21-5b6d-4f80-8c1e-2d4f6a8b0c93'
+GONE = 'c3f1e2d4-7a8b-4c9d-8e0f-1a2b3c4d5e6f'
 
 
 class StubDriver(object):
@@ -122,7 +123,7 @@ def test_a_server_fakecloud_does_not_hold_is_asked_of_the_computes(
         'compute2': serve(StubDriver({GUEST: (503, 'guest is paused\n')}))})
     assert health.answer('/%s/health' % GUEST) == (503, 'guest is paused\n')
     assert health.answer('/%s/health' % OTHER) == (200, 'ok\n')
-    assert health.answer('/%s/health' % 'gone')[0] == 404
+    assert health.answer('/%s/health' % GONE)[0] == 404
 
 
 def test_a_hung_guest_on_a_compute_is_closed_without_an_answer(
@@ -140,6 +141,8 @@ def test_a_compute_that_does_not_answer_makes_an_unknown_server_503(
                                 'compute2': serve(StubDriver())})
     code, text = health.answer('/%s/health' % GUEST)
     assert code == 503 and 'compute1' in text, text
+    # Only server ids are asked about: what is not a UUID is no server.
+    assert health.answer('/probe/health') == (404, 'no such server\n')
 
 
 def test_no_compute_answering_is_no_real_nova(tmp_path):
