@@ -131,9 +131,15 @@ class ComputeHosts(object):
         """(host, state) of the server's host, or None when unknown.
 
         For recovery: the hosts are listed again if older than a second.
+        If Nova did not answer that listing, the host is UNKNOWN: what
+        Nova said before may no longer hold, and recovery waits.
         """
         host = self.host_of(server_id)
         if host is None:
             return None
         state = self.states().get(host)
-        return None if state is None else (host, state)
+        if state is None:
+            return None
+        with self._lock:
+            stale = self._clock() - self._read_at >= FRESH_SECONDS
+        return (host, UNKNOWN if stale else state)

@@ -230,6 +230,8 @@ class AttemptStages(object):
         """Take the stored attempt as far as it goes now."""
         recovery = dict(target.recovery or {})
         stage = recovery.get('stage')
+        if stage == INTENT and self._not_reporting(policy, target):
+            return
         if stage == INTENT and not self._drain(policy, target, recovery):
             return
         if recovery.get('action') == RECREATE:
@@ -240,6 +242,20 @@ class AttemptStages(object):
                 return
         if recovery.get('stage') == ISSUING:
             self._issue(policy, target, nova, recovery)
+
+    def _not_reporting(self, policy, target):
+        """Whether the server's host does not report now: held, said once.
+
+        Asked again before anything of an attempt is done: one whose
+        drain was carried over passes may find its host stopped since it
+        started. It waits in ``intent``, nothing drained nor sent.
+        """
+        place = self._place(target.server_id)
+        if place is None or place[1] != compute_hosts.UNKNOWN:
+            return False
+        self.timeline.hold(policy, target, 'not now: %s' % (
+            compute_hosts.not_reporting(place[0])), self._clock())
+        return True
 
     def _drain(self, policy, target, recovery):
         """Weight 0 for the recorded members; False to stop here.
