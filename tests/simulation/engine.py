@@ -7,18 +7,26 @@ Nova double's listings. ``tick`` does what ``Monitor.tick`` does for the
 acting core: claim (the world's ring and members), resolve and sync the
 targets when due, load the tracker when something changed, look up newly
 watched servers, poll Nova and check each policy's own poll URLs (the
-world's ``urls``) when due, settle and flush.
+world's ``urls``) when due, settle and flush. As ``Monitor`` and the
+service do, the poller lists Nova's compute hosts at each poll and the
+recovery loop asks where a server is (``ComputeHosts``), over the same
+listing and on the world's clock (where the acting core has them).
 
 Product code that fails with an ``Exception`` is logged and retried by
 the real engine's loops; here it is recorded in ``errors`` and the call
 returns. A ``Crash`` (kill -9) drops the engine where it stood.
 """
 
+import inspect
 import random
 
 from oslo_config import cfg
 
 from heat_health.common import config  # noqa: F401  (registers options)
+try:
+    from heat_health.engine.monitor import compute_hosts
+except ImportError:     # an acting core from before compute hosts
+    compute_hosts = None
 from heat_health.engine.monitor import monitor as monitor_mod
 from heat_health.engine.monitor import nova_status
 from heat_health.engine.monitor import tracker as tracker_mod
@@ -29,6 +37,11 @@ from heat_health.objects import target as target_object
 from heat_health.policy import observation as obs
 from heat_health.policy import spec as policy_spec
 from tests.simulation import faults as faults_mod
+
+
+def _takes(cls, parameter):
+    """Whether the acting core's class takes this keyword (older don't)."""
+    return parameter in inspect.signature(cls).parameters
 
 
 class RecordingNotifier(object):
@@ -88,11 +101,24 @@ class Engine(object):
             notifier=self.notifier, clock=world.clock.now,
             rnd=random.Random(self.seed))
         self._polled = []
+        listing = world.nova.listing()
+        hosts = {}
+        self.hosts = None
+        if compute_hosts is not None and _takes(nova_status.StatusPoller,
+                                                'hosts'):
+            # Whether each server's compute reports: listed once per
+            # poll, and at most once a second for recovery (``place``).
+            self.hosts = compute_hosts.ComputeHosts(
+                listing, clock=world.clock.seconds)
+            hosts['hosts'] = self.hosts
         self.poller = nova_status.StatusPoller(
-            world.nova.listing(), self._polled.append,
+            listing, self._polled.append,
             lambda: self.tracker.servers(policy_spec.POLLED),
             conf.heat_health.node_status_resync_cycles,
-            clock=world.clock.now, stuck_after=self.tracker.stuck_after)
+            clock=world.clock.now, stuck_after=self.tracker.stuck_after,
+            **hosts)
+        if self.hosts is not None:
+            self.hosts.listed = self.poller.listed
         for hook in ('on_look_again', 'on_recovery'):
             # on_recovery: the hook's name in older versions of the tracker.
             if hasattr(self.tracker, hook):
@@ -100,10 +126,14 @@ class Engine(object):
         self.drainer = lb_drain.Drainer(
             world.heat.octavia_client, clock=world.clock.seconds,
             sleep=world.sleep, specs=world.heat.lb_specs)
+        place = {}
+        if self.hosts is not None and _takes(loop_mod.RecoveryLoop,
+                                             'place'):
+            place['place'] = self.hosts.place
         self.loop = loop_mod.RecoveryLoop(
             self.id, self.tracker, world.heat, blind=self._blind,
             drainer=self.drainer, conf=conf, clock=world.clock.now,
-            executor=self.executor)
+            executor=self.executor, **place)
         self._policies = {}      # id -> Policy
         self._generations = {}   # id -> generation
         self._targets = {}       # policy id -> [Target]

@@ -10,7 +10,10 @@ write, a handover, kill -9 now or at a call, Nova/Octavia/Heat errors and
 timeouts, an update that times out but happens, a user's update, suspend,
 pause, disable, mark healthy or unhealthy, servers breaking, healing,
 breaking again once healed, locked, a poll's verdict held back and
-delivered late, after newer ones; a load balancer held busy for
+delivered late, after newer ones; a compute host whose nova-compute stops
+reporting, its guests running on or lost, and comes back 5-40 virtual
+seconds later, or, rarely, a host forced down and forced up again
+10-60 seconds later; a load balancer held busy for
 several recovery passes, so that drains are carried over passes, engines
 and handovers, and give up after ``lb_status_timeout``). Some worlds
 (``shared``) also have each policy check its own poll URLs, and another
@@ -74,6 +77,9 @@ CRASH_CALLS = (('nova', '*'), ('nova', 'start'), ('nova', 'reboot'),
 # Seconds a load balancer is held PENDING_UPDATE: within a pass's wait,
 # over several passes, past the drain's lb_status_timeout (10 s).
 HOLD_SECONDS = (2, 5, 8, 15, 30)
+# Virtual seconds a compute host stops reporting, and is forced down.
+HOST_STOP_SECONDS = (5, 40)
+HOST_DOWN_SECONDS = (10, 60)
 
 
 class Result(collections.namedtuple('Result', [
@@ -174,6 +180,7 @@ class Explorer(object):
                               group='heat_health')
         self.trace = collections.deque(maxlen=TRACE_STEPS)
         self.held = []          # verdicts on their way, delivered late
+        self.returns = {}       # host -> (virtual seconds, how it returns)
         self.world = None
         self.checker = None
         try:
@@ -219,7 +226,7 @@ class Explorer(object):
     def _calm(self):
         w = self.world
         for faults in (w.db.faults, w.nova.faults, w.nova.list_faults,
-                       w.octavia.faults, w.heat.faults):
+                       w.nova.host_faults, w.octavia.faults, w.heat.faults):
             faults.clear()
         w.octavia.release()
         w.urls.silent.clear()
@@ -234,6 +241,10 @@ class Explorer(object):
         acting = [i for i, p in enumerate(w.policies) if not p.watcher]
         policy = acting[rnd.randrange(len(acting))]
         row = self.checker.policies[w.policies[policy].id]
+        now = w.clock.seconds()
+        if any(at <= now for at, _how in self.returns.values()):
+            # A host due back comes back, whatever else would happen.
+            return invariants.Step('host_returns', fault=True, op=policy)
         choices = [(30, 'tick'), (18, 'pass'), (16, 'advance'),
                    (1.5, 'advance_long'), (3, 'break'),
                    (0.8, 'break_together'), (0.8, 'heal'),
@@ -255,6 +266,11 @@ class Explorer(object):
                 choices.append((3, 'pool_follow'))
         if len(acting) < len(w.policies):
             choices += [(1, 'silence_url'), (1, 'hold_url_verdict')]
+        states = {h.state for h in w.nova.hosts.values()}
+        if nova_double.UP in states:
+            choices.append((0.4, 'host_stops'))
+        if states - {nova_double.DOWN}:
+            choices.append((0.1, 'host_forced_down'))
         if calm:
             choices = choices[:4]
         if self.held:
@@ -323,8 +339,17 @@ class Explorer(object):
     def _index(self, policy):
         return self.rnd.randrange(len(self.world.places(policy)))
 
+    def _reporting(self, policy):
+        """Indexes of the servers whose host reports (Nova sees them)."""
+        w = self.world
+        return [i for i in range(len(w.places(policy)))
+                if w.nova._reporting(w.server(i, policy))]
+
     def _break(self, policy):
-        index = self._index(policy)
+        indexes = self._reporting(policy)
+        if not indexes:
+            return 'break: no server on a host that reports'
+        index = self.rnd.choice(indexes)
         how = self.rnd.choice(nova_double.BREAKS)
         server = self.world.server_id(index, policy)
         self.world.break_server(index, how, policy)
@@ -332,8 +357,11 @@ class Explorer(object):
 
     def _break_together(self, policy):
         """Several servers of a stack fail at once (a host, a rack)."""
-        places = len(self.world.places(policy))
-        indexes = self.rnd.sample(range(places),
+        reporting = self._reporting(policy)
+        places = len(reporting)
+        if not places:
+            return 'break together: no server on a host that reports'
+        indexes = self.rnd.sample(reporting,
                                   self.rnd.randint(min(2, places), places))
         how = self.rnd.choice(nova_double.BREAKS)
         servers = [self.world.server_id(i, policy) for i in indexes]
@@ -345,10 +373,11 @@ class Explorer(object):
     def _relapse(self, policy):
         """A server that recovery healed breaks again (flapping)."""
         places = self.world.places(policy)
+        reporting = self._reporting(policy)
         healed = [places.index(p) for p in places
                   for row in self.checker.rows.values()
                   if row.place == p and row.state == 'HEALTHY' and
-                  row.attempts]
+                  row.attempts and places.index(p) in reporting]
         if not healed:
             return 'relapse: no server healed by recovery'
         index = self.rnd.choice(sorted(healed))
@@ -364,6 +393,9 @@ class Explorer(object):
         found = nova_status.verdict(server.status)
         if found is None:
             return 'hold verdict: %s is in transition' % server.id
+        if not self.world.nova._reporting(server):
+            return 'hold verdict: the host of %s does not report' % (
+                server.id)
         self.held.append(obs.Observation(
             server.id, found[0], found[1], obs.NODE_STATUS_POLLING,
             self.world.clock.now()))
@@ -431,10 +463,53 @@ class Explorer(object):
             .total_seconds())
 
     def _heal(self, policy):
-        index = self._index(policy)
+        indexes = self._reporting(policy)
+        if not indexes:
+            return 'heal: no server on a host that reports'
+        index = self.rnd.choice(indexes)
         server = self.world.server_id(index, policy)
         self.world.heal_server(index, policy)
         return 'server %s heals by itself' % server
+
+    def _host_stops(self, policy):
+        """A host's nova-compute stops reporting, back in 5-40 s."""
+        w, rnd = self.world, self.rnd
+        host = rnd.choice([h for h, found in w.nova.hosts.items()
+                           if found.state == nova_double.UP])
+        lost = rnd.random() < 0.3
+        w.host_stops(host, guests_lost=lost)
+        seconds = rnd.randint(*HOST_STOP_SECONDS)
+        self.returns[host] = (w.clock.seconds() + seconds, 'back')
+        return 'host %s stops reporting%s, back in %ss' % (
+            host, ' (its guests lost)' if lost else '', seconds)
+
+    def _host_forced_down(self, policy):
+        """A host is forced down (fenced), forced up in 10-60 s."""
+        w, rnd = self.world, self.rnd
+        host = rnd.choice([h for h, found in w.nova.hosts.items()
+                           if found.state != nova_double.DOWN])
+        w.host_forced_down(host)
+        seconds = rnd.randint(*HOST_DOWN_SECONDS)
+        self.returns[host] = (w.clock.seconds() + seconds, 'forced_up')
+        return 'host %s forced down, up in %ss' % (host, seconds)
+
+    def _host_returns(self, policy):
+        """The hosts due back come back (by name, in order)."""
+        w = self.world
+        now = w.clock.seconds()
+        done = []
+        for host in sorted(self.returns):
+            at, how = self.returns[host]
+            if at > now:
+                continue
+            del self.returns[host]
+            if how == 'back':
+                w.host_back(host)
+                done.append('host %s reports again' % host)
+            else:
+                w.host_forced_up(host)
+                done.append('host %s forced up' % host)
+        return ', '.join(done)
 
     def _lock(self, policy):
         index = self._index(policy)
@@ -485,6 +560,11 @@ class Explorer(object):
         count = self.rnd.randint(1, 3)
         self.world.nova.list_faults.add('*', nova_double.error('error'),
                                         count)
+        if self.rnd.random() < 0.5:
+            self.world.nova.host_faults.add(
+                '*', nova_double.error('error'), count)
+            return 'nova listings of servers and of compute hosts fail ' \
+                '%d times' % count
         return 'nova listings fail %d times' % count
 
     def _octavia(self, policy):

@@ -8,7 +8,14 @@ and what the doubles recorded since the previous step:
 * one Nova action sent (accepted or refused; fencing STOP included) and one
   replacement per attempt of a place; an attempt is a stored ``(attempt,
   started_at)`` of the place's recovery (the ``replaced`` stage keeps its
-  attempt);
+  attempt); across a compute host that stops reporting and comes back
+  too: what nova-compute's restart retries by itself (an interrupted
+  reboot) is Nova's doing, not a second action of ours;
+* no Nova action of recovery (accepted or refused) on a server whose
+  compute host had been UNKNOWN (not reporting) for longer than
+  ``compute_hosts.FRESH_SECONDS`` (how long the engine believes a listing
+  of the hosts) plus a second when Nova took it: Nova finishes or undoes
+  that host's operations itself once it is back;
 * no recovery action (Nova action, mark, stack update) while the policy
   is disabled, paused, OBSERVE, its stack suspended or under a user's
   update, as stored before the step began, nor one the policy does not
@@ -52,6 +59,10 @@ import json
 from oslo_config import cfg
 
 from heat_health.db import api as db_api
+try:
+    from heat_health.engine.monitor import compute_hosts
+except ImportError:     # an acting core from before compute hosts
+    compute_hosts = None
 from heat_health.engine.recovery import planner
 from heat_health.engine.recovery import timeline
 from heat_health.policy import spec as policy_spec
@@ -61,6 +72,9 @@ FAILING = frozenset(['SUSPECT', 'UNHEALTHY', 'RECOVERING', 'VERIFYING',
                      'GAVE_UP'])
 BOUND_PASSES = 3
 BOUND_SECONDS = 5
+# Seconds a server's host may have been UNKNOWN when recovery acts on it:
+# the engine's listing of the hosts may be that old, and a second more.
+NOT_REPORTING_SECONDS = getattr(compute_hosts, 'FRESH_SECONDS', 1.0) + 1
 # The policy action a Nova action of recovery belongs to.
 ACTION_OF = {'start': 'START', 'reboot': 'REBOOT', 'rebuild': 'REBUILD',
              'unpause': 'UNPAUSE', 'resume': 'RESUME', 'stop': 'RECREATE',
@@ -537,6 +551,7 @@ class Checker(object):
                 continue
             found += self._check_evidence(policy_id, action.server_id,
                                           label)
+            found += _check_host(action, label)
             found += self._check_drained(policy_id, place, label)
             key = (place, self._epoch.get(place))
             done = self._actions.setdefault(key, [])
@@ -858,8 +873,21 @@ class Checker(object):
         w = self.w
         return w.octavia.held() or any(
             f.pending for f in (w.db.faults, w.nova.faults,
-                                w.nova.list_faults, w.octavia.faults,
-                                w.heat.faults))
+                                w.nova.list_faults, w.nova.host_faults,
+                                w.octavia.faults, w.heat.faults))
+
+
+def _check_host(action, label):
+    """No action on a server whose host has long stopped reporting."""
+    since = getattr(action, 'host_since', None)
+    if getattr(action, 'host_state', None) != 'UNKNOWN' or since is None:
+        return []
+    silent = (action.at - since).total_seconds()
+    if silent <= NOT_REPORTING_SECONDS:
+        return []
+    return ['recovery action %s while its host %s had not reported for '
+            '%.1fs (UNKNOWN since %s)' % (
+                label, action.host, silent, since.isoformat())]
 
 
 def _cut(text, size=60):

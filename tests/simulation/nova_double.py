@@ -16,6 +16,26 @@ power state 3, a vanished guest stays ACTIVE with power state 0.
 NovaActions adapter sorts the answers; ``listing()`` gives what the status
 poller's NovaAdapter would. Every accepted action is recorded, with the
 actor that asked for it.
+
+Compute hosts (admin only, as Nova shows them): two, ``compute1`` and
+``compute2``; a new server is placed on the UP host after the last one
+used (none UP: Nova's scheduler finds no valid host, the server is
+ERROR). A host's nova-compute may stop reporting (``host_stops``:
+host_status UNKNOWN, its guests running on or lost with the host): the API
+still accepts actions on its servers, their tasks are set and nothing
+progresses, and a delete is done at once by the API (a local delete).
+When it starts again (``host_back``) its ``_init_instance`` runs before
+it reports (reference/nova-behaviour.md section 3): interrupted reboots
+are retried and end ACTIVE and running, a reboot asked for while it was
+down runs once it is back, powering-off/on, pausing, unpausing,
+suspending and resuming are completed, building and rebuilding end in
+ERROR, a delete is completed; lost guests are not running then (power
+state SHUTDOWN, which the power sync stops, or NOSTATE, which it leaves
+ACTIVE). A host forced down (``host_forced_down``: host_status DOWN, its
+guests dead) runs nothing it is asked, deletes are local, new servers go
+elsewhere; forced up again (``host_forced_up``) it restarts as a host
+whose guests were lost. Nova's own retries are not recorded as accepted
+actions: they are no one's request.
 """
 
 import collections
@@ -65,18 +85,64 @@ PERIODIC_SYNC_SECONDS = 8
 BREAKS = ('SHUTOFF', 'CRASHED', 'GUEST_PAUSED', 'VANISHED', 'PAUSED',
           'SUSPENDED', 'ERROR', 'STUCK', 'GONE')
 
+# Compute hosts and their states (Nova's host_status).
+HOSTS = ('compute1', 'compute2')
+UP, DOWN, UNKNOWN = 'UP', 'DOWN', 'UNKNOWN'
+# Tasks of a reboot: retried (or cleared) by nova-compute at its start.
+_REBOOT_TASKS = frozenset([
+    'rebooting', 'reboot_pending', 'reboot_started', 'rebooting_hard',
+    'reboot_pending_hard', 'reboot_started_hard'])
+# What nova-compute's start leaves of a task it finds (_init_instance):
+# {field: value}, the task cleared.
+_AT_START = {
+    'spawning': {'vm_state': 'error', 'power_state': NOSTATE},
+    'rebuilding': {'vm_state': 'error'},
+    'rebuild_spawning': {'vm_state': 'error'},
+    'powering-off': {'vm_state': 'stopped', 'power_state': SHUTDOWN},
+    'powering-on': {'vm_state': 'active', 'power_state': RUNNING},
+    'pausing': {'vm_state': 'paused', 'power_state': PAUSED},
+    'unpausing': {'vm_state': 'active', 'power_state': RUNNING},
+    'suspending': {'vm_state': 'suspended', 'power_state': SUSPENDED},
+    'resuming': {'vm_state': 'active', 'power_state': RUNNING},
+    'deleting': {'deleted': True, 'vm_state': 'deleted',
+                 'power_state': NOSTATE},
+}
+
 Accepted = collections.namedtuple('Accepted', ['at', 'server_id', 'action',
-                                               'detail', 'actor', 'stack_id'],
-                                  defaults=(None,))
-"""``stack_id``: the root stack whose owner's client asked (recovery)."""
+                                               'detail', 'actor', 'stack_id',
+                                               'host', 'host_state',
+                                               'host_since'],
+                                  defaults=(None, None, None, None))
+"""``stack_id``: the root stack whose owner's client asked (recovery);
+``host``, ``host_state`` and ``host_since``: the server's compute host,
+its state when Nova took the request and since when it had it."""
+
+
+class NotReporting(Exception):
+    """A change behind Nova's back on a host whose compute does not report.
+
+    Nova would not see it: the world does not make it.
+    """
+
+
+class Host(object):
+    """A compute host: its state (UP, DOWN, UNKNOWN) and since when."""
+
+    __slots__ = ('name', 'state', 'since', 'guests_lost')
+
+    def __init__(self, name, now):
+        self.name = name
+        self.state = UP
+        self.since = now
+        self.guests_lost = False
 
 
 class Server(object):
     __slots__ = ('id', 'name', 'image', 'addresses', 'vm_state',
                  'task_state', 'power_state', 'locked', 'updated', 'deleted',
-                 'settle_at', 'settled')
+                 'settle_at', 'settled', 'host', 'queued')
 
-    def __init__(self, server_id, name, image, addresses, now):
+    def __init__(self, server_id, name, image, addresses, now, host=None):
         self.id = server_id
         self.name = name
         self.image = image
@@ -89,6 +155,9 @@ class Server(object):
         self.deleted = False
         self.settle_at = None    # when the task under way ends
         self.settled = None      # {field: value} it ends with
+        self.host = host         # its compute host (None: not placed)
+        self.queued = False      # its task was asked for while the host
+        #                          did not run anything
 
     @property
     def status(self):
@@ -105,6 +174,7 @@ class Server(object):
                 'image': {'id': self.image} if self.image else '',
                 'locked': self.locked,
                 'addresses': {'net': [{'addr': a} for a in self.addresses]},
+                'OS-EXT-SRV-ATTR:host': self.host,
                 'updated': self.updated.strftime('%Y-%m-%dT%H:%M:%SZ')}
 
 
@@ -136,14 +206,22 @@ class NovaDouble(object):
         self.refused = []          # [Accepted] of the actions refused (409)
         self.faults = faults_mod.Faults()        # the clients' calls
         self.list_faults = faults_mod.Faults()   # the admin listings
+        self.host_faults = faults_mod.Faults()   # the compute hosts' one
         self.caller = None         # root stack of the client calling now
         self._count = 0
+        self.hosts = collections.OrderedDict(
+            (name, Host(name, clock())) for name in HOSTS)
+        self._last_host = None     # where the last server was placed
 
     # Time
 
+    def _reporting(self, server):
+        """Whether the server's compute runs what it is asked."""
+        return server.host is None or self.hosts[server.host].state == UP
+
     def _settle(self, server):
         if server.settle_at is not None and server.settle_at <= \
-                self._clock():
+                self._clock() and self._reporting(server):
             for field, value in server.settled.items():
                 setattr(server, field, value)
             server.updated = server.settle_at
@@ -155,6 +233,7 @@ class NovaDouble(object):
         server.updated = now
         server.settle_at = now + _seconds(seconds)
         server.settled = dict(then, task_state=None)
+        server.queued = not self._reporting(server)
 
     def _set(self, server, **values):
         """A change that ends whatever was under way."""
@@ -162,6 +241,7 @@ class NovaDouble(object):
             setattr(server, field, value)
         server.updated = self._clock()
         server.settle_at = server.settled = None
+        server.queued = False
 
     def find(self, server_id):
         """The server, settled to now; None if Nova never had it."""
@@ -183,12 +263,29 @@ class NovaDouble(object):
         """A new server, BUILD until it boots."""
         self._count += 1
         server_id = 'srv-%04d' % self._count
-        server = Server(server_id, name, image, addresses, self._clock())
+        host = self._schedule()
+        server = Server(server_id, name, image, addresses, self._clock(),
+                        host)
         self.servers[server_id] = server
+        if host is None:
+            # No valid host: ERROR at once, never placed.
+            self._set(server, vm_state='error', task_state=None)
+            return server_id
         self._busy(server, 'spawning', DURATIONS['build'] if
                    build_seconds is None else build_seconds,
                    vm_state='active', power_state=RUNNING)
         return server_id
+
+    def _schedule(self):
+        """The UP host after the one used last (alternating), or None."""
+        names = list(self.hosts)
+        start = (names.index(self._last_host) + 1 if self._last_host
+                 else 0)
+        for name in names[start:] + names[:start]:
+            if self.hosts[name].state == UP:
+                self._last_host = name
+                return name
+        return None
 
     def delete_now(self, server_id):
         """Heat's delete of a replaced server (settles at once)."""
@@ -196,24 +293,31 @@ class NovaDouble(object):
         if server is not None and not server.deleted:
             self._set(server, deleted=True, vm_state='deleted',
                       task_state=None, power_state=NOSTATE)
-            self.accepted.append(Accepted(self._clock(), server_id,
-                                          'delete', None, 'heat'))
+            self.accepted.append(self._record(server_id, 'delete', None,
+                                              'heat'))
 
     def suspend_now(self, server_id):
+        """Heat's suspend (at once; its host runs it once it is back)."""
         server = self.find(server_id)
         if server is not None and not server.deleted:
-            self._set(server, vm_state='suspended', task_state=None,
-                      power_state=SUSPENDED)
-            self.accepted.append(Accepted(self._clock(), server_id,
-                                          'suspend', None, 'heat'))
+            self._now_or_queued(server, 'suspending', vm_state='suspended',
+                                power_state=SUSPENDED)
+            self.accepted.append(self._record(server_id, 'suspend', None,
+                                              'heat'))
 
     def resume_now(self, server_id):
         server = self.find(server_id)
         if server is not None and server.vm_state == 'suspended':
-            self._set(server, vm_state='active', task_state=None,
-                      power_state=RUNNING)
-            self.accepted.append(Accepted(self._clock(), server_id,
-                                          'resume', None, 'heat'))
+            self._now_or_queued(server, 'resuming', vm_state='active',
+                                power_state=RUNNING)
+            self.accepted.append(self._record(server_id, 'resume', None,
+                                              'heat'))
+
+    def _now_or_queued(self, server, task, **then):
+        if self._reporting(server):
+            self._set(server, task_state=None, **then)
+        else:
+            self._busy(server, task, 0, **then)
 
     # Faults behind Nova's back
 
@@ -227,6 +331,10 @@ class NovaDouble(object):
         for ever: nova-compute died mid-operation) and GONE (deleted).
         """
         server = self._live(server_id)
+        if how != 'GONE' and not self._reporting(server):
+            # Not seen by Nova until its compute reports; a deletion is.
+            raise NotReporting('%s is on %s, whose nova-compute does not '
+                               'report' % (server_id, server.host))
         now = self._clock()
         if how == 'SHUTOFF':
             self._set(server, power_state=SHUTDOWN)
@@ -263,8 +371,91 @@ class NovaDouble(object):
     def heal(self, server_id):
         """The fault clears by itself: the guest runs, no task."""
         server = self._live(server_id)
+        if not self._reporting(server):
+            raise NotReporting('%s is on %s, whose nova-compute does not '
+                               'report' % (server_id, server.host))
         self._set(server, vm_state='active', task_state=None,
                   power_state=RUNNING)
+
+    # Compute hosts
+
+    def _host(self, name, *states):
+        host = self.hosts[name]
+        if host.state not in states:
+            raise ValueError('host %s is %s, not %s' % (
+                name, host.state, ' or '.join(states)))
+        return host
+
+    def _on(self, name):
+        """The servers on the host that Nova has not deleted, by id."""
+        return [s for _i, s in sorted(self.servers.items())
+                if s.host == name and not s.deleted]
+
+    def _stop_reporting(self, host, state, guests_lost):
+        for server in self._on(host.name):
+            # What it finished before it stopped.
+            self._settle(server)
+        host.state, host.since = state, self._clock()
+        host.guests_lost = host.guests_lost or guests_lost
+
+    def host_stops(self, name, guests_lost=False):
+        """nova-compute stops reporting: host_status UNKNOWN.
+
+        ``guests_lost``: the machine went down with it (its guests are
+        gone when it is back), else only nova-compute stopped.
+        """
+        self._stop_reporting(self._host(name, UP), UNKNOWN, guests_lost)
+
+    def host_back(self, name):
+        """nova-compute starts again: its start-up handling, then UP."""
+        self._start_compute(self._host(name, UNKNOWN))
+
+    def host_forced_down(self, name):
+        """``compute service set --down``: DOWN, its guests dead."""
+        self._stop_reporting(self._host(name, UP, UNKNOWN), DOWN, True)
+
+    def host_forced_up(self, name):
+        """Forced up again, its nova-compute started on a fresh machine."""
+        self._start_compute(self._host(name, DOWN))
+
+    def _start_compute(self, host):
+        """nova-compute's ``_init_instance`` for each of its servers."""
+        lost = 0
+        for server in self._on(host.name):
+            running = server.vm_state in ('active', 'paused')
+            if host.guests_lost and running:
+                # The driver finds the guest shut off, or finds none.
+                server.power_state = SHUTDOWN if lost % 2 == 0 else NOSTATE
+                server.updated = self._clock()
+                lost += 1
+            self._init_instance(server)
+            if (host.guests_lost and running and not server.task_state and
+                    server.settle_at is None and
+                    server.vm_state in ('active', 'paused') and
+                    server.power_state == SHUTDOWN):
+                # Nova's power sync stops a server whose guest is off.
+                server.settle_at = self._clock() + _seconds(
+                    PERIODIC_SYNC_SECONDS)
+                server.settled = {'vm_state': 'stopped'}
+        host.state, host.since, host.guests_lost = UP, self._clock(), False
+
+    def _init_instance(self, server):
+        task = server.task_state
+        if task is None:
+            return
+        if task in _REBOOT_TASKS:
+            if server.queued and task in ('rebooting', 'rebooting_hard'):
+                # Asked for while the host was down: the request waits in
+                # the compute's queue and runs once it is back.
+                self._busy(server, task, DURATIONS['reboot'],
+                           vm_state='active', power_state=RUNNING)
+                server.queued = False
+            else:
+                # Retried (or the task cleared, the guest running).
+                self._set(server, vm_state='active', task_state=None,
+                          power_state=RUNNING)
+            return
+        self._set(server, task_state=None, **_AT_START.get(task, {}))
 
     def lock(self, server_id, locked=True):
         self._live(server_id).locked = locked
@@ -282,16 +473,24 @@ class NovaDouble(object):
         except nova_exc.Conflict:
             if call != 'get':
                 # Sent all the same: an action asked for twice shows here.
-                self.refused.append(Accepted(self._clock(), server_id, call,
-                                             args[0] if args else None,
-                                             actor, self.caller))
+                self.refused.append(self._record(
+                    server_id, call, args[0] if args else None, actor,
+                    self.caller))
             raise
         self.faults.check(faults_mod.AFTER, call, server_id)
         return result
 
+    def _record(self, server_id, action, detail, actor, stack_id=None):
+        """An Accepted with the server's host as Nova shows it now."""
+        server = self.servers.get(server_id)
+        host = self.hosts.get(server.host) if server is not None else None
+        return Accepted(self._clock(), server_id, action, detail, actor,
+                        stack_id, host and host.name, host and host.state,
+                        host and host.since)
+
     def _accept(self, actor, server, action, detail=None):
-        self.accepted.append(Accepted(self._clock(), server.id, action,
-                                      detail, actor, self.caller))
+        self.accepted.append(self._record(server.id, action, detail, actor,
+                                          self.caller))
 
     def _api_get(self, actor, server_id):
         return _Resource(self._live(server_id).to_dict())
@@ -364,6 +563,11 @@ class NovaDouble(object):
             raise _conflict(server, 'delete', 'Instance %s is locked' %
                             server.id)
         self._accept(actor, server, 'delete')
+        if not self._reporting(server):
+            # Its compute is down: the API deletes it itself.
+            self._set(server, deleted=True, vm_state='deleted',
+                      task_state=None, power_state=NOSTATE)
+            return
         self._busy(server, 'deleting', DURATIONS['delete'], deleted=True,
                    vm_state='deleted', power_state=NOSTATE)
 
@@ -381,14 +585,18 @@ class NovaDouble(object):
         """A NovaAdapter lookalike over this Nova (its own faults)."""
         return _Listing(self)
 
-    def _listed(self, call, keep):
+    def _list_faults(self, call, faults=None):
+        """The listing's injected fault, as NovaAdapter raises it."""
         try:
-            self.list_faults.check(faults_mod.BEFORE, call)
+            (faults or self.list_faults).check(faults_mod.BEFORE, call)
         except faults_mod.Crash:
             raise
         except Exception as e:
             raise nova_adapter.NovaUnavailable('%s: %s' % (
                 type(e).__name__, e))
+
+    def _listed(self, call, keep):
+        self._list_faults(call)
         found = {}
         for server in sorted(self.servers.values(), key=lambda s: s.id):
             self._settle(server)
@@ -400,14 +608,16 @@ class NovaDouble(object):
 def _listed(server):
     """The server as an admin listing shows it to the status poller.
 
-    With its power state where the acting core lists one (the world also
-    runs older versions of it).
+    With its power state and host where the acting core lists them (the
+    world also runs older versions of it).
     """
     listed = nova_adapter.Server(server.status, list(server.addresses),
                                  server.name, server.task_state,
                                  server.updated)
     if 'power_state' in listed._fields:
         listed = listed._replace(power_state=server.power_state)
+    if 'host' in listed._fields:
+        listed = listed._replace(host=server.host)
     return listed
 
 
@@ -503,3 +713,15 @@ class _Listing(object):
         return nova_adapter.Page(self._nova._listed(
             'list_page', lambda s: not s.deleted and
             (marker is None or s.id > marker)), None)
+
+    def list_compute_hosts(self):
+        """{host: state} of every nova-compute (os-services).
+
+        Its faults are the double's ``host_faults``: a rule for every
+        listing (``list_faults``) leaves it alone.
+        """
+        self.requests += 1
+        self._nova._list_faults('list_compute_hosts',
+                                self._nova.host_faults)
+        return {name: host.state
+                for name, host in self._nova.hosts.items()}

@@ -1,7 +1,8 @@
 """A deterministic world for the acting core: engines, doubles, faults.
 
 One virtual clock, one sqlite database made by our migrations, doubles of
-Nova, Octavia and Heat that behave as the real services do, health
+Nova (with two compute hosts that can stop reporting, come back, or be
+forced down), Octavia and Heat that behave as the real services do, health
 policies registered as the resource plugin leaves them, and N engines
 running the real Tracker, RecoveryLoop and Drainer. Nothing runs unless
 the world is told: a script (or a seeded explorer) drives it step by step,
@@ -322,6 +323,36 @@ class World(object):
         server_id = self.server_id(index, policy)
         self.nova.heal(server_id)
         self.note('server %s heals by itself' % server_id)
+
+    # Compute hosts (see nova_double)
+
+    def host_of(self, index, policy=0):
+        """The compute host of the index-th place's server."""
+        return self.server(index, policy).host
+
+    def host_stops(self, host, guests_lost=False):
+        """The host's nova-compute stops reporting (UNKNOWN).
+
+        ``guests_lost``: the machine went down too; else its guests run on.
+        """
+        self.nova.host_stops(host, guests_lost)
+        self.note('host %s stops reporting%s' % (
+            host, ', its guests lost' if guests_lost else ''))
+
+    def host_back(self, host):
+        """Its nova-compute starts again: restart handling, then UP."""
+        self.nova.host_back(host)
+        self.note('host %s reports again' % host)
+
+    def host_forced_down(self, host):
+        """An operator or fencing agent forces the host down (DOWN)."""
+        self.nova.host_forced_down(host)
+        self.note('host %s forced down' % host)
+
+    def host_forced_up(self, host):
+        """Forced up again: its nova-compute starts, its guests lost."""
+        self.nova.host_forced_up(host)
+        self.note('host %s forced up' % host)
 
     def lock_server(self, index, locked=True, policy=0):
         self.nova.lock(self.server_id(index, policy), locked)
