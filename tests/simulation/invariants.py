@@ -665,9 +665,13 @@ class Checker(object):
         return found
 
     def _check_restores(self, batches):
-        """A replaced server's drained member never regains weight."""
+        """A replaced server's drained member never regains weight.
+
+        Replaced by the time of the change: a step's virtual waits (a
+        drain's, a restore's) may see a stack update end after it.
+        """
         found = []
-        replaced = {r.old for r in self.w.heat.replacements
+        replaced = {r.old: r.at for r in self.w.heat.replacements
                     if r.outcome == 'replaced'}
         by_address = {a: server.id for server in self.w.nova.servers.values()
                       for a in server.addresses if server.id in replaced}
@@ -677,7 +681,8 @@ class Checker(object):
             last = self._weights.get(batch.pool_id, {})
             for address, weight in sorted(batch.weights.items()):
                 if (weight and last.get(address) == 0 and
-                        address in by_address):
+                        address in by_address and
+                        replaced[by_address[address]] <= batch.at):
                     found.append(
                         'member %s of pool %s given weight %s back after '
                         'its server %s was replaced' % (
