@@ -4,18 +4,26 @@ Three paths, chosen with --paths: power-off and hang (the default) heal
 one server at a time where it is; recreate replaces servers of one group
 that fail together.
 
-The power-off and hang paths, each on a stack of its own made from
+The power-off and hang paths run on whichever Nova the local deployment
+runs: fakecloud's simulated one, or real Nova (``tools/localcloud nova
+real``), whose faults its computes' fault driver makes behind Nova's back.
+Each path on a stack of its own made from
 tests/functional/templates/heal_group.yaml (a ResourceGroup of --servers
 servers and an OS::Heat::HealthPolicy with the default state-aware
 recovery ladder):
 
 * power-off, the notification path: a policy with LIFECYCLE_EVENTS alone;
   fakecloud's ``power_off`` fault (instance.power_off.end on the real
-  RabbitMQ) is healed with START;
+  RabbitMQ), or on real Nova the fault driver's ``power_off`` (the guest
+  shuts down by itself; Nova's power state sync stops the server), is
+  healed with START;
 * hang, the poll-URL path: a policy with NODE_STATUS_POLL_URL alone on
-  fakecloud's per-server health URL (at the template's interval, 5 s;
-  one try, 1 s timeout); fakecloud's ``hang`` fault (the health URL stops
-  answering, Nova still says ACTIVE) is healed with REBOOT SOFT.
+  each server's health URL, ``http://127.0.0.1:8775/{id}/health`` (at the
+  template's interval, 5 s; one try, 1 s timeout): fakecloud answers it,
+  for real Nova's servers by asking the fault driver of the compute that
+  holds the guest. fakecloud's ``hang`` fault, or the fault driver's
+  application fault ``hang``, makes it stop answering while Nova still
+  says ACTIVE; healed with REBOOT SOFT.
 
 Attempts of a healed server are forgotten at once (``healthy_reset: 0``),
 so every incident is a first attempt: what is timed is healing, not the
@@ -26,7 +34,9 @@ pause of up to --spread seconds (the policy's interval by default), so
 that faults fall anywhere in the poll and loop cycles. For each
 incident:
 
-* fault: fakecloud's timeline entry ``fault:<name>``;
+* fault: fakecloud's timeline entry ``fault:<name>``; on real Nova the
+  time the fault driver made it (``faulted_at`` of its answer, the host's
+  clock);
 * detected, decided, healthy again: the health report's events
   X -> UNHEALTHY, UNHEALTHY -> RECOVERING and VERIFYING -> HEALTHY. The
   report gives times in whole seconds (MariaDB keeps no fraction), so the
@@ -37,14 +47,25 @@ incident:
 * action issued: fakecloud's ``action:<name>`` entry (the compute API
   accepted it); back ACTIVE: fakecloud's next ``active`` entry.
   Action issued -> ACTIVE is fakecloud's own operation delay
-  (``task_delay``: the simulated boot or reboot), reported apart.
+  (``task_delay``: the simulated boot or reboot), reported apart. On real
+  Nova, from Nova's versioned notifications (stamped by Nova, to the
+  microsecond): action issued is the ``instance.update`` nova-api sends
+  when it accepts the action (the task state set: ``powering-on``,
+  ``rebooting``, ``rebooting_hard``), back ACTIVE the compute's
+  ``instance.update`` after it with the server ACTIVE, running and no
+  task (just before its ``instance.power_on.end`` or
+  ``instance.reboot.end``): Nova's own time, reported apart. For
+  power-off, Nova's own stop of the server (``instance.power_off.end`` of
+  its sync) is shown as well.
 
 The deployment may be shared: no fault is injected while an API-wide
-fault of fakecloud is in force, and an incident during which one was
-applied (by someone else), or during which another engine took the policy
-over (an engine joined, left or restarted: bench/failover.py times that),
-or whose health report did not answer, is shown but left out of the
-figures.
+fault of fakecloud is in force, or on real Nova while a nova-compute is
+down (``openstack compute service list``) or another's host-down test
+runs (``/tmp/heat-health-hostdown.running`` exists); an incident during
+which one of these happened (by someone else), or during which another
+engine took the policy over (an engine joined, left or restarted:
+bench/failover.py times that), or whose health report did not answer, is
+shown but left out of the figures.
 
 Prints one line per incident (with the action's delay counted from the
 earliest time the detection can have happened in brackets) and, per path,
@@ -54,7 +75,8 @@ are deleted at the end, also on Ctrl-C. Runs against the local deployment
 (``tools/localcloud up``) and stops by itself.
 
 The recreate path, time to replace servers that fail together: RECREATE
-of 1, 2, 5 at once.
+of 1, 2, 5 at once (fakecloud only: it uses fakecloud's faults and
+timeline).
 
 heat-health replaces a broken server with RECREATE: its load balancer
 members are drained, its resource is marked CHECK_FAILED and heat-engine
@@ -123,6 +145,7 @@ itself.
 import argparse
 import functools
 import json
+import os
 import pathlib
 import random
 import signal
@@ -139,6 +162,7 @@ sys.path.insert(0, str(REPO / 'bench'))
 import heal_common as common  # noqa: E402
 import recreate_rounds  # noqa: E402
 from tests.functional import cloud as localcloud  # noqa: E402
+from tests.functional import notifications  # noqa: E402
 
 TEMPLATE = localcloud.TEMPLATES / 'heal_group.yaml'
 TARGET_SECONDS = 1.0
@@ -151,29 +175,40 @@ TIMEOUT = 120
 class Path(object):
     """A detection path: how the policy watches, and the fault it heals."""
 
-    def __init__(self, name, title, fault, modes, action):
-        # action: the one the default ladder should take (fakecloud's
-        # name of it).
+    def __init__(self, name, title, fault, modes, action, nova_action):
+        # action: the one the default ladder should take, as fakecloud's
+        # timeline names it; nova_action: as real Nova's does (see
+        # ACCEPTED). The fault has the same name on both.
         self.name = name
         self.title = title
         self.fault = fault
         self.modes = modes
         self.action = action
+        self.nova_action = nova_action
 
 
 PATHS = {p.name: p for p in [
     Path('power-off', 'power-off, notification path (LIFECYCLE_EVENTS)',
-         'power_off', [{'type': 'LIFECYCLE_EVENTS'}], 'os-start'),
+         'power_off', [{'type': 'LIFECYCLE_EVENTS'}], 'os-start', 'start'),
     Path('hang', 'hang, poll-URL path (NODE_STATUS_POLL_URL)',
          'hang', [{'type': 'NODE_STATUS_POLL_URL', 'options': {
              'poll_url': 'http://127.0.0.1:8775/{id}/health',
              'poll_url_healthy_response': '^ok',
              'poll_url_conn_error_as_unhealthy': True,
              'poll_url_retry_limit': 0,
-             'poll_url_timeout': 1}}], 'reboot'),
+             'poll_url_timeout': 1}}], 'reboot', 'reboot'),
 ]}
 # The path whose servers fail together: bench/recreate_rounds.py.
 RECREATE = 'recreate'
+# Made by another's tests while they take computes down (see the
+# docstring).
+HOSTDOWN_MARK = '/tmp/heat-health-hostdown.running'
+# Real Nova: the task state nova-api saves when it accepts an action (an
+# instance.update carries it), and the action.
+ACCEPTED = {'powering-on': 'start', 'rebooting': 'reboot SOFT',
+            'rebooting_hard': 'reboot HARD', 'rebuilding': 'rebuild',
+            'unpausing': 'unpause', 'resuming': 'resume'}
+NOVA_STOPPED = '  Nova: fault -> SHUTOFF (its sync)'
 
 
 class IncidentFailed(Exception):
@@ -207,26 +242,6 @@ def read_report(demo, stack, patience=60):
             time.sleep(2)
 
 
-def api_faults(admin):
-    """fakecloud's API-wide faults in force (someone else's)."""
-    return admin.session.get(admin.fakecloud_url('/fault')).json()[
-        'api_faults']
-
-
-def wait_no_api_faults(admin, timeout):
-    deadline = time.time() + timeout
-    faults = api_faults(admin)
-    if faults:
-        print('  (waiting: API-wide faults in force on fakecloud: %s)'
-              % ', '.join(sorted(faults)))
-    while faults:
-        if time.time() >= deadline:
-            raise IncidentFailed('API-wide faults in force for %ss: %s'
-                                 % (timeout, ', '.join(sorted(faults))))
-        time.sleep(1)
-        faults = api_faults(admin)
-
-
 def wait_ready(demo, stack, count, timeout):
     """Every target HEALTHY, no attempt counted, past its grace, no brake.
 
@@ -239,6 +254,199 @@ def wait_ready(demo, stack, count, timeout):
     return [t for _p, t in sorted(targets.items())]
 
 
+class Fakecloud(object):
+    """fakecloud's simulated Nova: its faults and its timeline."""
+
+    name = 'fakecloud'
+
+    def __init__(self, admin):
+        self.admin = admin
+
+    @staticmethod
+    def expected(path):
+        return path.action
+
+    def api_faults(self):
+        """fakecloud's API-wide faults in force (someone else's)."""
+        return self.admin.session.get(self.admin.fakecloud_url(
+            '/fault')).json()['api_faults']
+
+    def wait_quiet(self, timeout):
+        """No API-wide fault in force."""
+        deadline = time.time() + timeout
+        faults = self.api_faults()
+        if faults:
+            print('  (waiting: API-wide faults in force on fakecloud: %s)'
+                  % ', '.join(sorted(faults)))
+        while faults:
+            if time.time() >= deadline:
+                raise IncidentFailed('API-wide faults in force for %ss: %s'
+                                     % (timeout, ', '.join(sorted(faults))))
+            time.sleep(1)
+            faults = self.api_faults()
+
+    def inject(self, incident, fault):
+        incident.seq = common.last_seq(self.admin)
+        response = self.admin.inject_fault(incident.server_id, fault)
+        if response.status_code != 200:
+            raise IncidentFailed('fault %s answered %d: %s' % (
+                fault, response.status_code, response.text[:200]))
+
+    def watch(self, incident):
+        pass
+
+    def finish(self, incident):
+        incident.entries = common.timeline(self.admin, incident.seq,
+                                           incident.server_id)
+        # Faults of the whole API, made by others meanwhile: they disturb
+        # what is timed (the brake holds recoveries while Nova errs).
+        incident.disturbed += sorted({
+            'API-wide fault %s' % e['event'][len('fault:'):]
+            for e in common.timeline(self.admin, incident.seq)
+            if e['server_id'] is None and e['event'].startswith('fault:')})
+
+    @staticmethod
+    def steps(incident):
+        """What happened, by the timeline.
+
+        The times of the fault, the action and back ACTIVE (or None), the
+        action, how many were accepted, and the steps missing.
+        """
+        fault = incident.entry('fault:')
+        action = incident.entry('action:', fault) if fault else None
+        active = incident.entry('active', action) if action else None
+        name = None
+        if action:
+            name = action['event'][len('action:'):]
+            if action.get('type'):
+                name += ' ' + action['type']
+        missing = [what for what, found in [
+            ('fault in the timeline', fault),
+            ('action in the timeline', action),
+            ('ACTIVE after the action', active)] if found is None]
+        return {'fault': fault and fault['time'],
+                'action': action and action['time'],
+                'active': active and active['time'], 'name': name,
+                'actions': sum(1 for i in incident.entries
+                               if i['event'].startswith('action:')),
+                'missing': missing, 'extra': {}}
+
+
+class RealNova(object):
+    """Real Nova: the fault driver's faults, Nova's notifications."""
+
+    name = 'Nova'
+
+    def __init__(self, admin, listener):
+        self.admin = admin
+        self.listener = listener
+
+    @staticmethod
+    def expected(path):
+        return path.nova_action
+
+    def computes_down(self):
+        """nova-compute services down or forced down, as Nova lists them."""
+        services = self.admin.session.get(
+            self.admin.endpoint('compute') +
+            '/os-services?binary=nova-compute').json()['services']
+        return sorted('%s %s' % (s['host'], 'forced down'
+                                 if s.get('forced_down') else s['state'])
+                      for s in services
+                      if s['state'] != 'up' or s.get('forced_down'))
+
+    def wait_quiet(self, timeout):
+        """Every compute up, and no host-down test of another running."""
+        deadline = time.time() + timeout
+        said = None
+        while True:
+            why = self.computes_down()
+            if os.path.exists(HOSTDOWN_MARK):
+                why.append('%s exists' % HOSTDOWN_MARK)
+            if not why:
+                return
+            if why != said:
+                said = why
+                print('  (waiting: %s)' % ', '.join(why))
+            if time.time() >= deadline:
+                raise IncidentFailed('not quiet for %ss: %s'
+                                     % (timeout, ', '.join(why)))
+            time.sleep(1)
+
+    def inject(self, incident, fault):
+        incident.down = set(self.computes_down())
+        incident.hostdown = os.path.exists(HOSTDOWN_MARK)
+        incident.fault_before = time.time()
+        try:
+            found = self.admin.guest_fault(incident.server_id, fault)
+        except Exception as e:
+            raise IncidentFailed('fault %s: %s' % (fault, e))
+        # When the fault driver made it (this host's clock): Nova may have
+        # handled it before the driver answered. Else at the answer.
+        incident.fault_time = found.get('faulted_at') or time.time()
+
+    def watch(self, incident):
+        if os.path.exists(HOSTDOWN_MARK):
+            incident.hostdown = True
+
+    def finish(self, incident):
+        incident.down.update(self.computes_down())
+        if incident.down:
+            incident.disturbed.append('compute down: %s' % ', '.join(
+                sorted(incident.down)))
+        if incident.hostdown:
+            incident.disturbed.append('host-down test running')
+
+    def notifications(self, incident):
+        """[(Nova's time, type, payload data)] since the fault, in order."""
+        found = []
+        for event_type, payload, stamp in self.listener.stamped():
+            data = payload.get('nova_object.data', {})
+            if data.get('uuid') != incident.server_id or not stamp:
+                continue
+            when = common.epoch(stamp.replace(' ', 'T'))
+            if when >= incident.fault_before:
+                found.append((when, event_type, data))
+        return sorted(found, key=lambda f: f[0])
+
+    def steps(self, incident):
+        seen = self.notifications(incident)
+        # Each instance.update carries the task state saved (its
+        # state_update's old_task_state is the new one as well): an action
+        # is accepted where the task state turns to one of ACCEPTED.
+        accepted, task = [], None
+        for when, event_type, data in seen:
+            if event_type != 'instance.update':
+                continue
+            if data.get('task_state') in ACCEPTED and \
+                    data['task_state'] != task:
+                accepted.append((when, ACCEPTED[data['task_state']]))
+            task = data.get('task_state')
+        action, name, active = None, None, None
+        extra = {}
+        if accepted:
+            action, name = accepted[0]
+            # The compute's save of the server ACTIVE and running with no
+            # task, which comes just before its instance.<action>.end.
+            active = next((when for when, event_type, data in seen
+                           if event_type == 'instance.update' and
+                           when > action and data.get('state') == 'active'
+                           and data.get('task_state') is None and
+                           data.get('power_state') == 'running'), None)
+            stopped = next((when for when, event_type, _d in seen
+                            if event_type == 'instance.power_off.end' and
+                            when <= action), None)
+            if stopped is not None:
+                extra[NOVA_STOPPED] = stopped - incident.fault_time
+        missing = [what for what, found in [
+            ('an action accepted by Nova (instance.update)', action),
+            ('ACTIVE and running after it (instance.update)', active)]
+            if found is None]
+        return {'fault': incident.fault_time, 'action': action,
+                'active': active, 'name': name, 'actions': len(accepted),
+                'missing': missing, 'extra': extra}
+
+
 # One incident
 
 class Incident(object):
@@ -249,7 +457,7 @@ class Incident(object):
         self.place = target['path']
         self.events = []       # Seen, in the order they were first seen
         self.entries = []      # fakecloud's timeline of the server
-        self.disturbed = []    # API-wide faults applied during it
+        self.disturbed = []    # what others did meanwhile
         self.owners = []       # engines seen watching the policy meanwhile
         self.error = None
 
@@ -269,26 +477,22 @@ class Incident(object):
                 return item
         return None
 
-    def figures(self):
+    def figures(self, backend):
         """{figure: seconds}; raises IncidentFailed if a step is missing."""
-        fault = self.entry('fault:')
+        steps = backend.steps(self)
         detected = self.first('UNHEALTHY')
         decided = self.first('RECOVERING', 'UNHEALTHY')
         healthy = self.first('HEALTHY', 'VERIFYING')
-        action = self.entry('action:', fault)
-        active = self.entry('active', action) if action else None
         missing = [name for name, found in [
-            ('fault in the timeline', fault), ('detection', detected),
-            ('decision', decided), ('VERIFYING -> HEALTHY', healthy),
-            ('action in the timeline', action),
-            ('ACTIVE after the action', active)] if found is None]
+            ('detection', detected), ('decision', decided),
+            ('VERIFYING -> HEALTHY', healthy)] if found is None]
+        missing += steps['missing']
         if missing:
             raise IncidentFailed('missing: %s' % ', '.join(missing))
-        self.action = action['event'][len('action:'):]
-        if action.get('type'):
-            self.action += ' ' + action['type']
-        self.actions = sum(1 for i in self.entries
-                           if i['event'].startswith('action:'))
+        fault, action, active = steps['fault'], steps['action'], \
+            steps['active']
+        self.action = steps['name']
+        self.actions = steps['actions']
         self.holds = [s.event['reason'] for s in self.events
                       if s.event['server_id'] == self.server_id and
                       s.event['new_state'] == 'SUPPRESSED']
@@ -299,33 +503,35 @@ class Incident(object):
         # The order of what happened narrows the report's times: a fault
         # is detected after it happened, an action decided before it is
         # issued, and healed after it.
-        detected.narrow(after=fault['time'])
-        decided.narrow(after=detected.low, before=action['time'])
-        healthy.narrow(after=action['time'])
+        detected.narrow(after=fault)
+        decided.narrow(after=detected.low, before=action)
+        healthy.narrow(after=action)
         self.widths = [s.width for s in (detected, decided, healthy)]
-        return {
-            'fault -> detected': detected.at - fault['time'],
+        found = {
+            'fault -> detected': detected.at - fault,
             'detected -> decided': decided.at - detected.at,
-            'detected -> action issued': action['time'] - detected.at,
-            'fault -> action issued': action['time'] - fault['time'],
-            'fault -> healthy again': healthy.at - fault['time'],
-            '  fakecloud: action -> ACTIVE': active['time'] -
-            action['time'],
-            '  ACTIVE -> healthy again': healthy.at - active['time'],
+            'detected -> action issued': action - detected.at,
+            'fault -> action issued': action - fault,
+            'fault -> healthy again': healthy.at - fault,
+            own_row(backend): active - action,
+            '  ACTIVE -> healthy again': healthy.at - active,
             # For the target: from the earliest the detection can be.
-            'bound': action['time'] - detected.low,
+            'bound': action - detected.low,
         }
+        found.update(steps['extra'])
+        return found
 
 
-def run_incident(demo, admin, stack, path, incident, poll, timeout):
-    seq = common.last_seq(admin)
+def own_row(backend):
+    """The row of the compute API's own time for the action."""
+    return '  %s: action -> ACTIVE' % backend.name
+
+
+def run_incident(demo, backend, stack, path, incident, poll, timeout):
     seen = {common.event_key(e)
             for e in read_report(demo, stack)['events']}
     previous = time.time()
-    response = admin.inject_fault(incident.server_id, path.fault)
-    if response.status_code != 200:
-        raise IncidentFailed('fault %s answered %d: %s' % (
-            path.fault, response.status_code, response.text[:200]))
+    backend.inject(incident, path.fault)
     deadline = time.time() + timeout
     healed = False
     while time.time() < deadline:
@@ -333,6 +539,7 @@ def run_incident(demo, admin, stack, path, incident, poll, timeout):
         report = read_report(demo, stack,
                              patience=max(deadline - started, 0))
         answered = time.time()
+        backend.watch(incident)
         owner = common.policy_of(report)['engine_id']
         if owner not in incident.owners:
             incident.owners.append(owner)
@@ -345,13 +552,7 @@ def run_incident(demo, admin, stack, path, incident, poll, timeout):
         if healed:
             break
         time.sleep(max(0.0, poll - (time.time() - started)))
-    incident.entries = common.timeline(admin, seq, incident.server_id)
-    # Faults of the whole API, made by others meanwhile: they disturb
-    # what is timed (the brake holds recoveries while Nova errs).
-    incident.disturbed = sorted({
-        'API-wide fault %s' % e['event'][len('fault:'):]
-        for e in common.timeline(admin, seq)
-        if e['server_id'] is None and e['event'].startswith('fault:')})
+    backend.finish(incident)
     if len(incident.owners) > 1:
         # Another engine took the policy over meanwhile (an engine
         # joined, left or restarted): bench/failover.py times that.
@@ -364,21 +565,24 @@ def run_incident(demo, admin, stack, path, incident, poll, timeout):
                            if s.event['server_id'] == incident.server_id)
         raise IncidentFailed('not healed within %ss (events: %s)'
                              % (timeout, states or 'none'))
-    return incident.figures()
+    return incident.figures(backend)
 
 
 # Output
 
-ROWS = ['fault -> detected', 'detected -> decided',
-        'detected -> action issued', 'fault -> action issued',
-        'fault -> healthy again', '  fakecloud: action -> ACTIVE',
-        '  ACTIVE -> healthy again']
+def rows(backend):
+    """The figures printed per path (those no incident has left out)."""
+    return ['fault -> detected', 'detected -> decided',
+            'detected -> action issued', 'fault -> action issued',
+            'fault -> healthy again', NOVA_STOPPED, own_row(backend),
+            '  ACTIVE -> healthy again']
 
 
-def line(path, incident, figures):
+def line(backend, path, incident, figures):
     extra = ''
-    if incident.action.split()[0] != path.action:
-        extra += '; NOT the expected %s' % path.action
+    expected = backend.expected(path)
+    if incident.action.split()[0] != expected:
+        extra += '; NOT the expected %s' % expected
     if incident.disturbed:
         extra += '; DISTURBED: %s' % ', '.join(incident.disturbed)
     if incident.attempts > 1:
@@ -395,10 +599,11 @@ def line(path, incident, figures):
                figures['fault -> healthy again'], extra))
 
 
-def summary(path, incidents, done, servers, poll):
+def summary(backend, path, incidents, done, servers, poll):
     print()
-    print('%s: %d incidents on %d servers, %d healed'
-          % (path.title, len(incidents), servers, len(done)))
+    print('%s: %d incidents on %d servers (%s), %d healed'
+          % (path.title, len(incidents), servers, backend.name,
+             len(done)))
     braked = {i.number: sum(1 for seen in i.events
                             if seen.event['new_state'] == 'BRAKED')
               for i in incidents}
@@ -417,10 +622,13 @@ def summary(path, incidents, done, servers, poll):
     if not done:
         return
     print('  %-34s %8s %8s' % ('seconds', 'p50', 'max'))
-    for row in ROWS:
-        values = [figures[row] for _i, figures in done]
-        p50, worst, _n = common.p50_max(values)
-        print('  %-34s %8.2f %8.2f' % (row, p50, worst))
+    for row in rows(backend):
+        values = [figures.get(row) for _i, figures in done]
+        p50, worst, count = common.p50_max(values)
+        if count:
+            print('  %-34s %8.2f %8.2f%s' % (
+                row, p50, worst, '' if count == len(done) else
+                '   (%d incidents)' % count))
     p50, worst, _n = common.p50_max(
         w for incident, _f in done for w in incident.widths)
     print('  (report events in whole seconds, placed by polling it every '
@@ -452,7 +660,7 @@ def summary(path, incidents, done, servers, poll):
 
 # The run
 
-def run_path(demo, admin, made, path, args, incidents, done):
+def run_path(demo, backend, made, path, args, incidents, done):
     begin = time.time()
     stack = create_stack(demo, made, path, args.servers)
     targets = wait_ready(demo, stack, args.servers, args.timeout)
@@ -472,7 +680,7 @@ def run_path(demo, admin, made, path, args, incidents, done):
             print('  stopping %s: %s' % (path.name, e))
             break
         try:
-            wait_no_api_faults(admin, args.timeout)
+            backend.wait_quiet(args.timeout)
         except IncidentFailed as e:
             print('  stopping %s: %s' % (path.name, e))
             break
@@ -483,7 +691,7 @@ def run_path(demo, admin, made, path, args, incidents, done):
             print('  the policy is now watched by engine %s' % owner)
         time.sleep(rnd.uniform(0, spread))
         try:
-            figures = run_incident(demo, admin, stack, path, incident,
+            figures = run_incident(demo, backend, stack, path, incident,
                                    args.poll, args.timeout)
         except (IncidentFailed, ks_exceptions.ClientException) as e:
             incident.error = str(e)
@@ -494,7 +702,7 @@ def run_path(demo, admin, made, path, args, incidents, done):
             continue
         incidents.append(incident)
         done.append((incident, figures))
-        print(line(path, incident, figures))
+        print(line(backend, path, incident, figures))
 
 
 def main():
@@ -546,6 +754,20 @@ def main():
 
     demo = localcloud.Cloud('demo')
     admin = localcloud.Cloud('admin')
+    listener = None
+    if admin.has_fakecloud():
+        backend = Fakecloud(admin)
+    elif admin.has_real_nova():
+        # Nova's own steps are read from its notifications: listened to
+        # from the start.
+        listener = notifications.NovaNotifications()
+        listener.start()
+        backend = RealNova(admin, listener)
+    else:
+        sys.exit('the local deployment runs neither fakecloud nor real '
+                 'Nova with the fault driver: tools/localcloud up')
+    print('Nova: %s' % ('fakecloud\'s' if isinstance(backend, Fakecloud)
+                        else 'real, faults by the computes\' fault driver'))
     made = []
     # What each path prints once every path has run, in their order.
     reports = []
@@ -557,6 +779,10 @@ def main():
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         for name in names:
+            if name == RECREATE and not isinstance(backend, Fakecloud):
+                print('%s: skipped: it needs fakecloud\'s faults and '
+                      'timeline (tools/localcloud nova fake)' % name)
+                continue
             if name == RECREATE:
                 results = []
                 reports.append(functools.partial(
@@ -567,9 +793,10 @@ def main():
             path = PATHS[name]
             incidents, done = [], []
             reports.append(functools.partial(
-                summary, path, incidents, done, args.servers, args.poll))
+                summary, backend, path, incidents, done, args.servers,
+                args.poll))
             try:
-                run_path(demo, admin, made, path, args, incidents, done)
+                run_path(demo, backend, made, path, args, incidents, done)
             except (IncidentFailed, localcloud.CommandFailed, RuntimeError,
                     ks_exceptions.ClientException) as e:
                 print('%s: stopped: %s' % (path.name, e))
@@ -580,6 +807,8 @@ def main():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         common.delete_stacks(demo, made)
+        if listener is not None:
+            listener.stop()
     for report in reports:
         report()
 

@@ -176,7 +176,12 @@ class FaultDriver(fake.FakeDriver):
                          guest_uuid)
 
     def inject(self, guest_uuid, fault, operation=None, seconds=None):
-        """Make the fault happen now (or arm it for the next operation)."""
+        """Make the fault happen now (or arm it for the next operation).
+
+        Returns what the hypervisor holds of the guest; a fault that
+        happens now adds ``faulted_at``, when it did (this host's clock):
+        Nova handles the lifecycle event before the answer is sent.
+        """
         if fault in ('fail_next', 'hang_next'):
             if operation not in OPERATIONS:
                 raise ValueError('operation must be one of %s' %
@@ -196,11 +201,12 @@ class FaultDriver(fake.FakeDriver):
                 if guest_uuid not in self.instances:
                     raise KeyError(guest_uuid)
                 self._hung.add(guest_uuid)
+                faulted_at = time.time()
                 self._save()
             LOG.info('Fault %(fault)s: the application of guest %(uuid)s '
                      'no longer answers', {'fault': fault,
                                            'uuid': guest_uuid})
-            return self.guest(guest_uuid)
+            return dict(self.guest(guest_uuid), faulted_at=faulted_at)
         if fault not in GUEST_FAULTS:
             raise ValueError('fault must be one of %s' % ', '.join(
                 sorted(GUEST_FAULTS) + list(APPLICATION_FAULTS) +
@@ -213,6 +219,7 @@ class FaultDriver(fake.FakeDriver):
                 del self.instances[guest_uuid]
             else:
                 self.instances[guest_uuid].state = state
+            faulted_at = time.time()
             if state in (None, power_state.SHUTDOWN, power_state.CRASHED):
                 # Paused or suspended, the guest keeps its memory.
                 self._cure(guest_uuid)
@@ -221,7 +228,7 @@ class FaultDriver(fake.FakeDriver):
                  '%(state)s', {'fault': fault, 'uuid': guest_uuid,
                                'state': state})
         self.emit_event(virtevent.LifecycleEvent(guest_uuid, transition))
-        return self.guest(guest_uuid)
+        return dict(self.guest(guest_uuid), faulted_at=faulted_at)
 
     def _armed(self, operation, instance):
         with self._lock:

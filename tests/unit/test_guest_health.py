@@ -163,7 +163,7 @@ def test_no_file_no_computes(tmp_path):
 # The fault driver's hang (needs Nova)
 
 DRIVER_SCRIPT = r'''
-import json, sys, tempfile, types
+import json, sys, tempfile, time, types
 from nova import conf
 from nova.compute import power_state
 from nova.virt import fake
@@ -190,7 +190,8 @@ def note(what):
 
 boot()
 note('running')
-drv.inject('g1', 'hang')
+made = drv.inject('g1', 'hang')
+found.append(['faulted_at', abs(made['faulted_at'] - time.time()) < 5])
 note('hang')
 # Kept on disk: a nova-compute started again finds the hang.
 drv = driver.FaultDriver(None)
@@ -254,4 +255,5 @@ def test_fault_driver_hang_and_what_cures_it():
         'rebuilt': ok,
         'lost': (404, 'no guest g1 on this host\n'),
         'hang of a lost guest': 'KeyError',
+        'faulted_at': True,
     }
