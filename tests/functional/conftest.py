@@ -41,7 +41,8 @@ ENGINE_MARKER_HELP = (
 OPERATION_MARKER = 'guest_operation_faults'
 OPERATION_MARKER_HELP = (
     "%s: makes a server's next operation fail or hang (fail_next, "
-    "hang_next), which only the fault driver's computes do; deselected "
+    "hang_next) or stops a compute (tests/functional/computes.py), which "
+    "only the local deployment's fault driver computes allow; deselected "
     "where the guest-fault backend cannot (libvirt)" % OPERATION_MARKER)
 _FALSE = ('0', 'false', 'no', 'off')
 _TRUE = ('1', 'true', 'yes', 'on')

@@ -30,6 +30,9 @@ STAGES = (INTENT, FENCING, FENCED, MARKED, UPDATING) = (
 BEFORE_MARK = frozenset([INTENT, FENCING, FENCED])
 # Updates tried for one RECREATE whose update was superseded.
 MAX_UPDATES = 3
+# vm_states of a server fenced by a stop, and by a delete.
+_GONE = frozenset(['deleted', 'soft-delete'])
+_STOPPED = _GONE | {'stopped'}
 
 
 class RecreateStages(object):
@@ -59,9 +62,8 @@ class RecreateStages(object):
         if stage == MARKED:
             # Its update is asked for with the others (ReplaceMarked).
             return
-        # A server on a host forced down is fenced with its host.
-        if (policy.spec.recovery.fence_compute and stage != FENCED and
-                not recovery.get('host_down')):
+        if (policy.spec.recovery.fence_compute or
+                recovery.get('host_down')) and stage != FENCED:
             if not self._fence(policy, target, recovery, old, nova):
                 return
         try:
@@ -93,16 +95,27 @@ class RecreateStages(object):
 
         Before Heat makes the new one: Heat creates the replacement first.
         Looked at again at every pass until node_delete_timeout.
+
+        A server whose host is forced down is deleted instead, whatever
+        the policy's fencing: its host is fenced, so nothing runs it, and
+        Nova deletes it at once (its compute is down). Heat, finding it
+        gone, gives the new server new ports; it would otherwise wait for
+        the dead host to detach the old ones, and fail the update.
         """
         spec = policy.spec.recovery
+        host = recovery.get('host_down')
         now = self._clock()
         if recovery.get('stage') == INTENT:
             recovery.update(stage=FENCING, fence_started_at=now.isoformat())
-            if not self._store_stage(target, recovery,
-                                     'fencing: stopping server %s' % old):
+            what = ('deleting server %s (its host %s is forced down)' % (
+                old, host) if host else 'stopping server %s' % old)
+            if not self._store_stage(target, recovery, 'fencing: ' + what):
                 return False
             try:
-                nova.run(old, 'STOP')
+                if host:
+                    nova.force_delete(old)
+                else:
+                    nova.run(old, 'STOP')
             except (nova_actions.ServerGone, nova_actions.ActionRefused):
                 pass
             except nova_actions.NovaActionFailed as e:
@@ -117,9 +130,9 @@ class RecreateStages(object):
         except nova_actions.NovaActionFailed as e:
             self._saw_nova_error(policy, e)
             return False
-        if found is not None and not (
-                found.vm_state in ('stopped', 'deleted', 'soft-delete') and
-                not found.task_state):
+        fenced = (_GONE if host else _STOPPED)
+        if found is not None and not (found.vm_state in fenced and
+                                      not found.task_state):
             started = planner.parse_time(recovery.get('fence_started_at'))
             if now < (started or now) + datetime.timedelta(
                     seconds=spec.node_delete_timeout):
@@ -144,8 +157,8 @@ class RecreateStages(object):
                 self._saw_nova_error(policy, e)
             return False
         recovery['stage'] = FENCED
-        return self._store_stage(target, recovery,
-                                 'fenced: server %s is stopped' % old)
+        return self._store_stage(target, recovery, 'fenced: server %s is %s'
+                                 % (old, 'deleted' if host else 'stopped'))
 
     def _to_update(self, target, recovery, reason):
         """Marked: waits for the stack update it shares with the others."""
