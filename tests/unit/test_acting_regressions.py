@@ -8,6 +8,8 @@ a brake that never ends, a timeline that tells what did not happen.
 """
 
 
+from oslo_config import cfg
+
 from heat_health.policy import observation as obs
 from tests.simulation import database
 from tests.simulation import faults
@@ -612,3 +614,82 @@ def test_no_action_on_the_last_word_of_hosts_nova_no_longer_gives(
     w.host_back(host)
     w.run_until(lambda: w.state(0) == 'HEALTHY')
     assert _nova(w) == [('start', None)]
+
+
+# Writes that raised after their commit
+
+
+def test_a_recovering_write_that_raised_after_its_commit_counts_for_the_limit(
+        make_world):
+    """max_concurrent_recoveries 1: RECOVERING stored, its write raised.
+
+    The engine does not take the target for UNHEALTHY still: it reads the
+    row again, and a second server whose back-off ends waits.
+    """
+    cfg.CONF.set_override('max_concurrent_recoveries', 1,
+                          group='heat_health')
+    try:
+        w = make_world(servers=3, pool=False, policy={'recovery': dict(
+            NO_JITTER, max_concurrent=2, backoff_initial=10)})
+    finally:
+        cfg.CONF.clear_override('max_concurrent_recoveries',
+                                group='heat_health')
+    engine = w.engines[0]
+    _watching(w)
+    # The second server's START is refused: it backs off 10 s.
+    w.lock_server(1)
+    _fails(w, 1)
+    _recovery_pass(engine)
+    assert (w.state(1), _nova(w)) == ('UNHEALTHY', [])
+    w.lock_server(1, False)
+    w.advance(5)
+    _fails(w, 0)
+    engine.recovery_pass()
+    assert engine.steps == ['Start %s' % w.server_id(0)]
+    w.fail_writes(1, committed=True)
+    engine.run_steps()
+    assert w.state(0) == 'RECOVERING'
+    # The back-off ends before the engine's next tick re-reads its rows.
+    w.advance(10)
+    _recovery_pass(engine)
+    assert w.state(1) == 'UNHEALTHY'
+    assert [t.state for t in w.targets()].count('RECOVERING') <= 1
+    assert _nova(w, 1) == []
+
+
+def test_a_restore_flag_stored_by_a_write_that_raised_is_believed(
+        make_world):
+    """The restore's first write commits, then raises; the server fails.
+
+    Memory reads the row again before anything else is written of it:
+    the state stored next does not leave memory without the flag.
+    """
+    w = make_world(servers=3, pool=True, weight=5)
+    engine = w.engines[0]
+    _watching(w)
+    address = w.server(0).addresses[0]
+    _fails(w, 0)
+    _recovery_pass(engine)
+    for _second in range(VERIFY):
+        w.advance(1)
+        engine.tick()
+        if w.state(0) == 'HEALTHY':
+            break
+    engine.recovery_pass()
+    assert engine.steps == ['Restore %s' % w.server_id(0)]
+    w.fail_writes(1, committed=True)
+    engine.run_steps()
+    assert _row(w, 0).recovery.get('restoring')
+    # Seen by the status poller, before the engine's next tick re-reads
+    # its rows.
+    w.break_server(0, 'SHUTOFF')
+    w.advance(1)
+    _seen(w, 0, obs.UNHEALTHY, 'Nova status SHUTOFF',
+          source=obs.NODE_STATUS_POLLING)
+    assert w.state(0) != 'HEALTHY'
+    memory = [t for t in engine.tracker.targets_of(w.policies[0].id)
+              if t.server_id == w.server_id(0)][0]
+    assert memory.recovery == _row(w, 0).recovery
+    w.run_until(lambda: w.state(0) == 'HEALTHY')
+    w.run(10)
+    assert w.weights()[address] == 5

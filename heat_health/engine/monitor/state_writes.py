@@ -6,6 +6,12 @@ while the target is still in the state it was decided from and its policy
 is still this engine's under the generation it holds; only then does the
 target change in memory, and only then is the change announced. Recovery
 stores its steps through ``store_step`` and ``store_columns``.
+
+A write that raised may still have committed (the connection dropped after
+the COMMIT): its outcome is believed neither way. The target is *unknown*
+until its row is read again (at once, else at the next ``settle`` or
+recovery pass): nothing is decided or written for it from memory meanwhile,
+and recovery counts it as recovering for its limits.
 """
 
 import datetime
@@ -74,6 +80,8 @@ class StateWrites(object):
         it.
         """
         at = at or self._clock()
+        if self._still_unknown(target):
+            return False
         with self._lock:
             if target.id in self._inflight or target.state != expect:
                 return False
@@ -96,6 +104,8 @@ class StateWrites(object):
             done, written = set(), False
         with self._lock:
             self._inflight.discard(target.id)
+            if not written:
+                self._unknown.add(target.id)
             if target.id in done:
                 target.changes += 1
                 self.writes += 1
@@ -116,8 +126,8 @@ class StateWrites(object):
                 # Verdicts that arrived meanwhile may end it at once.
                 self._unsettled.add(target.id)
         if target.id not in done:
-            if written:
-                self._follow_stored([target])
+            # Found changed, or maybe committed: memory follows the row.
+            self._follow_stored([target])
             return False
         if announce:
             self._announce(change)
@@ -131,6 +141,8 @@ class StateWrites(object):
         True once stored; False when the write failed or matched no row
         (then memory follows the row as stored).
         """
+        if self._still_unknown(target):
+            return False
         with self._lock:
             if target.id in self._inflight:
                 return False
@@ -145,14 +157,42 @@ class StateWrites(object):
             done = None
         with self._lock:
             self._inflight.discard(target.id)
+            if done is None:
+                self._unknown.add(target.id)
             if done:
                 target.changes += 1
                 self.writes += 1
                 for name, value in columns.items():
                     setattr(target, name, value)
-        if done is False:
+        if not done:
             self._follow_stored([target])
         return bool(done)
+
+    def _still_unknown(self, target):
+        """Whether a write of the target raised and its row is not read yet.
+
+        Read again now; True even when that worked: the caller's columns
+        were computed from memory before the read, so it decides again.
+        """
+        with self._lock:
+            if target.id not in self._unknown:
+                return False
+        self._follow_stored([target])
+        return True
+
+    def unknown(self):
+        """Ids of the targets whose write raised, their rows not read yet."""
+        with self._lock:
+            return set(self._unknown)
+
+    def reread_unknown(self):
+        """Read the rows of the targets whose write raised; ids still not."""
+        with self._lock:
+            targets = [self._targets[i] for i in self._unknown
+                       if i in self._targets]
+        if targets:
+            self._follow_stored(targets)
+        return self.unknown()
 
     def _still_failing(self, changes):
         """Drop failures a stack action started on since the last refresh.
@@ -207,12 +247,14 @@ class StateWrites(object):
                 target = change.target
                 self._inflight.discard(target.id)
                 if target.id not in done:
-                    # Not stored: memory stays as it was, and it is
-                    # decided again (a lost lease drops it at the next
-                    # claim).
+                    # Not stored (or maybe, when the write raised):
+                    # memory stays as it was until the row is read, and
+                    # it is decided again (a lost lease drops it at the
+                    # next claim).
                     self._unsettled.add(target.id)
-                    if written:
-                        mismatched.append(target)
+                    if not written:
+                        self._unknown.add(target.id)
+                    mismatched.append(target)
                     continue
                 target.changes += 1
                 self.writes += 1
@@ -242,7 +284,8 @@ class StateWrites(object):
         The row changed under this engine (a user's reset, its server
         replaced, another owner): the stored state and recovery are the
         truth. Targets whose policy this engine lost are dropped at the
-        next load.
+        next load. A target whose write raised is known again once its
+        row is read (unless memory changed meanwhile).
         """
         with self._lock:
             seen = {t.id: t.changes for t in targets}
@@ -262,6 +305,7 @@ class StateWrites(object):
                         row.server_id != target.server_id):
                     # Memory changed since the read: it is the newer.
                     continue
+                self._unknown.discard(target.id)
                 if target.differs(row):
                     LOG.info('Target %(t)s is %(s)s in the database, not '
                              '%(m)s: following it',

@@ -87,6 +87,9 @@ class Tracker(state_writes.StateWrites):
         # written back to what was read (the same state, the same second).
         self.writes = 0
         self._inflight = set()  # target ids whose change is being stored
+        # Target ids whose last write raised: it may have committed, so
+        # memory is believed neither way until the row is read again.
+        self._unknown = set()
         self._dirty = {}        # target id -> Observation to store
         # Called after a target was stored UNHEALTHY (recovery wakes up).
         self.on_failure = None
@@ -137,6 +140,7 @@ class Tracker(state_writes.StateWrites):
                              not _taken_back(old_policy, policy))):
                         target = watched.WatchedTarget(row, policy)
                         self._unsettled.add(row.id)
+                        self._unknown.discard(row.id)
                     else:
                         if (target.policy.generation != policy.generation or
                                 target.policy.spec.detection_key() !=
@@ -160,6 +164,7 @@ class Tracker(state_writes.StateWrites):
             self._targets = new_targets
             self._by_server = {k: tuple(v) for k, v in by_server.items()}
             self._unsettled &= set(new_targets)
+            self._unknown &= set(new_targets)
             for target_id in set(self._dirty) - set(new_targets):
                 del self._dirty[target_id]
         # Their verdicts were dropped: detectors that report only news
@@ -271,7 +276,12 @@ class Tracker(state_writes.StateWrites):
         return True
 
     def settle(self):
-        """Decide the targets held back or whose write failed."""
+        """Decide the targets held back or whose write failed.
+
+        Those whose write raised are read again first: decided from stale
+        memory, a change could write back what that write replaced.
+        """
+        self.reread_unknown()
         with self._lock:
             if not self._unsettled:
                 return
@@ -320,8 +330,9 @@ class Tracker(state_writes.StateWrites):
 
     def _decide(self, target, now):
         """A _Change to store, or None; under the lock, no I/O."""
-        if target.id in self._inflight:
-            # Its previous change is being stored: look again after.
+        if target.id in self._inflight or target.id in self._unknown:
+            # Its previous change is being stored, or its outcome is not
+            # known until the row is read again: look again after.
             self._unsettled.add(target.id)
             return None
         result = states.transition(target.state, target.verdicts, now,

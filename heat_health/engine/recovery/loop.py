@@ -193,14 +193,20 @@ class RecoveryLoop(attempts.AttemptStages, recreate.RecreateStages):
         """Plan every owned policy and start the steps it needs.
 
         The engine's limit counts the recoveries it carries out: targets
-        RECOVERING and those whose start is under way.
+        RECOVERING and those whose start is under way. A target whose write
+        raised (it may have committed a RECOVERING) and whose row could
+        not be read again counts as recovering, and no step of it runs:
+        its memory may be stale.
         """
+        unknown = self.tracker.reread_unknown()
         now = self._clock()
         policies = self.tracker.policies()
         targets = {p.id: self.tracker.targets_of(p.id) for p in policies}
         with self._lock:
             starting = {tid for tid, (_p, kind) in self._running.items()
                         if kind is planner.Start}
+        starting |= {t.id for found in targets.values() for t in found
+                     if t.id in unknown}
         carried = {t.id for found in targets.values() for t in found
                    if t.state == states.RECOVERING}
         engine_room = max(self._limit - len(carried | starting), 0)
@@ -224,6 +230,8 @@ class RecoveryLoop(attempts.AttemptStages, recreate.RecreateStages):
             self.timeline.brake(policy, plan.brake, now)
             self._form_cohort(policy, plan.steps, now)
             for step in plan.steps:
+                if unknown.intersection(t.id for t in self._targets(step)):
+                    continue
                 if isinstance(step, planner.Hold):
                     with self._lock:
                         busy = step.target.id in self._running

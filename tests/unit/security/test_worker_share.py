@@ -73,7 +73,8 @@ class ProjectShareTest(unittest.TestCase):
                        300, 30, states.HEALTHY)),
                    'quiet': self._failing(100, 1)}
         tracker = types.SimpleNamespace(policies=lambda: policies,
-                                        targets_of=targets.get)
+                                        targets_of=targets.get,
+                                        reread_unknown=set)
         executor = RecordingExecutor()
         recovery = loop.RecoveryLoop('engine', tracker, FakeReplacer(),
                                      actions=lambda stack_id: None,
