@@ -19,6 +19,15 @@ POLL_URL = [{'type': 'NODE_STATUS_POLL_URL', 'options': {
     'poll_url_retry_limit': 0, 'poll_url_timeout': 1}}]
 
 
+def local_deployment():
+    """Whether the tests run beside the local deployment (tools/localcloud).
+
+    Its configuration, databases and processes are then at hand: a second
+    heat-health-engine, Heat's database, the engine's own workers.
+    """
+    return (cloud.STATE_DIR / 'etc' / 'heat.conf').exists()
+
+
 def heat_db():
     """An engine on the local deployment's Heat database."""
     conf = configparser.ConfigParser(interpolation=None)
