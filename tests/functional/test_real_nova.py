@@ -144,6 +144,8 @@ def _health(url):
     return resp.status_code, resp.text.strip()
 
 
+# The application's hang and its health URL are the fault driver's.
+@pytest.mark.guest_operation_faults
 def test_hung_application_is_found_by_its_url_and_rebooted(
         demo, admin, stacks, admin_nova):
     """Nova sees nothing wrong; the health URL of the application is silent.

@@ -362,7 +362,9 @@ def test_no_action_while_the_user_updates_the_stack(demo, admin, stacks):
     assert started.time > done - 1.5, (started, done)
 
 
+# The application's hang and its health URL are the fault driver's.
 @pytest.mark.real_nova
+@pytest.mark.guest_operation_faults
 def test_fencing_stops_the_old_server_before_the_new_one_exists(
         demo, admin, stacks):
     recovery = dict(h.RECREATE_ONLY, fencing=['COMPUTE'])
