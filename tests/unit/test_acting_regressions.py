@@ -693,3 +693,26 @@ def test_a_restore_flag_stored_by_a_write_that_raised_is_believed(
     w.run_until(lambda: w.state(0) == 'HEALTHY')
     w.run(10)
     assert w.weights()[address] == 5
+
+
+def test_a_guest_nova_is_still_stopping_gets_a_start_not_a_recreate(
+        make_world):
+    """Nova's power sync stops a guest that shut down; recovery waits.
+
+    The notification of the shut down guest comes before Nova's stop has
+    ended (task powering-off): taken for a stuck task, the attempt picked
+    what Nova accepts over a task, a RECREATE, for a server START heals.
+    """
+    w = make_world(servers=2, pool=False, policy={'recovery': NO_JITTER})
+    _watching(w)
+    w.break_server(0, 'SHUTOFF')
+    assert w.server(0).task_state == 'powering-off'
+    _seen(w, 0, obs.UNHEALTHY, 'power state shutdown',
+          source=obs.NODE_STATUS_POLLING)
+    assert w.state(0) == 'UNHEALTHY'
+    _recovery_pass(w.engines[0])
+    assert _nova(w, 0) == []
+    first = w.server_id(0)
+    w.run_until(lambda: w.state(0) == 'HEALTHY')
+    assert [a for a, _d in _nova(w, 0)] == ['start']
+    assert w.server_id(0) == first

@@ -106,6 +106,26 @@ class AttemptStages(object):
             action = ladder[index]
         return ladder, index, action
 
+    def _nova_busy(self, target, found):
+        """Why to wait for a task Nova is carrying out, or None.
+
+        Nova's own power sync stops a guest that shut down behind its back
+        (task powering-off) a moment after the news of it; a user's action
+        may be under way too. Such a task ends by itself: taken for stuck,
+        the attempt would pick what Nova accepts over a task (a hard
+        reboot, a RECREATE) for a server a START heals. A task still there
+        once the server has been failing for the stuck deadline is stuck.
+        """
+        if found is None or not found.task_state:
+            return None
+        limit = self.tracker.stuck_after(target.server_id)
+        since = planner.parse_time(target.since)
+        if limit is None or since is None or (
+                self._clock() - since >= datetime.timedelta(seconds=limit)):
+            return None
+        return ('not now: Nova is carrying out task %s on the server' %
+                found.task_state)
+
     def _start(self, policy, target, step):
         spec = policy.spec.recovery
         held = self._not_now(policy, before_mark=True)
@@ -129,6 +149,10 @@ class AttemptStages(object):
             return
         host_down = (place[0] if place is not None and
                      place[1] == compute_hosts.DOWN else None)
+        busy = None if host_down else self._nova_busy(target, found)
+        if busy:
+            self.timeline.hold(policy, target, busy, self._clock())
+            return
         ladder, index, action = self._choose(policy, found, step.step,
                                              host_down)
         if action[0] != RECREATE:
