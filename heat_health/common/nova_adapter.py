@@ -27,8 +27,9 @@ from heat_health.common import config  # noqa: F401  (registers options)
 # 2.16: a server's host_status and a service's forced_down are shown.
 NOVA_API_VERSION = '2.16'
 
-# Server ids asked for in one request (keeps the URL under 4 KiB).
-BY_ID_BATCH = 80
+# Above this many server ids, one full listing costs less than a request
+# per id: Nova's ``uuid`` filter takes one id (the last one given).
+BY_ID_LIMIT = 20
 
 Server = collections.namedtuple('Server', ['status', 'addresses', 'name',
                                            'task_state', 'updated',
@@ -182,15 +183,18 @@ class NovaAdapter(object):
     def list_by_ids(self, server_ids):
         """{server_id: Server} of these servers (those Nova lists).
 
-        One request per BY_ID_BATCH ids, with Nova's ``uuid`` filter.
+        A request per id with Nova's ``uuid`` filter, which keeps only one
+        value; a full listing, filtered here, above BY_ID_LIMIT ids.
         """
+        ids = sorted(set(server_ids))
+        if len(ids) > BY_ID_LIMIT:
+            wanted = set(ids)
+            return {s: server for s, server in self.list_all().items()
+                    if s in wanted}
         servers = {}
-        ids = list(server_ids)
-        for start in range(0, len(ids), BY_ID_BATCH):
-            params = [('all_tenants', 1)] + [
-                ('uuid', server_id)
-                for server_id in ids[start:start + BY_ID_BATCH]]
-            servers.update(_servers(self._get(params)))
+        for server_id in ids:
+            servers.update(_servers(self._get({'all_tenants': 1,
+                                               'uuid': server_id})))
         return servers
 
     def list_page(self, marker=None):

@@ -77,9 +77,9 @@ class ServerLists(object):
         statuses = set(v.upper() for v in opts.getall('status'))
         if statuses:
             tests.append(lambda s: s.status in statuses)
-        uuids = set(opts.getall('uuid'))
+        # As Nova's: one uuid filter, the last one given.
+        uuids = set(opts.getall('uuid')[-1:])
         if uuids:
-            # Repeated, it is a list of ids (one query for many servers).
             tests.append(lambda s: s.id in uuids)
         for key, attribute in (('image', 'image_id'), ('user_id', 'user_id'),
                                ('reservation_id', 'reservation_id'),

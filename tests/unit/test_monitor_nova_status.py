@@ -266,21 +266,29 @@ class TestAdapter(base.HeatHealthTestCase):
         self.assertIn('marker=s2', http.urls[1])
         self.assertEqual(2, adapter.requests)
 
-    def test_by_ids_in_batches(self):
-        ids = ['id-%03d' % n for n in range(nova_adapter.BY_ID_BATCH + 1)]
+    def test_by_ids_one_request_each(self):
+        """Nova's uuid filter keeps one value: one request per id."""
         adapter, http = self._adapter(
             {'servers': [{'id': 'id-000', 'status': 'ACTIVE',
                           'name': 'vm-0'}]},
             {'servers': []})
-        servers = adapter.list_by_ids(ids)
+        servers = adapter.list_by_ids(['id-001', 'id-000'])
         self.assertEqual({'id-000': nova_adapter.Server('ACTIVE', [],
                                                         'vm-0')}, servers)
         self.assertEqual(2, len(http.urls))
-        self.assertIn('all_tenants=1', http.urls[0])
-        self.assertEqual(nova_adapter.BY_ID_BATCH,
-                         http.urls[0].count('uuid='))
-        self.assertIn('uuid=id-080', http.urls[1])
-        self.assertEqual(1, http.urls[1].count('uuid='))
+        for url, server_id in zip(http.urls, ('id-000', 'id-001')):
+            self.assertIn('all_tenants=1', url)
+            self.assertEqual(1, url.count('uuid='))
+            self.assertIn('uuid=%s' % server_id, url)
+
+    def test_by_many_ids_one_listing(self):
+        ids = ['id-%03d' % n for n in range(nova_adapter.BY_ID_LIMIT + 1)]
+        adapter, http = self._adapter(
+            {'servers': [{'id': 'id-000', 'status': 'ACTIVE'},
+                         {'id': 'other', 'status': 'ACTIVE'}]})
+        self.assertEqual(['id-000'], list(adapter.list_by_ids(ids)))
+        self.assertEqual(1, len(http.urls))
+        self.assertNotIn('uuid=', http.urls[0])
 
     def test_power_state_is_listed(self):
         adapter, _http = self._adapter(
