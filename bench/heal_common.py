@@ -163,3 +163,14 @@ def p50_max(values):
     if not values:
         return None, None, 0
     return statistics.median(values), max(values), len(values)
+
+
+def wait_until(predicate, what, timeout, failure, interval=0.5):
+    """What ``predicate()`` returns once true; ``failure`` at the deadline."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        found = predicate()
+        if found:
+            return found
+        time.sleep(interval)
+    raise failure('not within %ss: %s' % (timeout, what))

@@ -82,13 +82,8 @@ def _server(admin, server_id):
 
 
 def _wait(what, predicate, timeout, interval=0.2):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(interval)
-    raise RoundFailed('timed out after %ss waiting for %s' % (timeout, what))
+    return common.wait_until(predicate, what, timeout, RoundFailed,
+                             interval)
 
 
 def _stack(demo, made, kind, servers, recovery=None):

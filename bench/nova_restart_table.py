@@ -309,13 +309,7 @@ def instance_actions(admin, server_id):
 
 
 def wait(predicate, what, timeout, interval=0.5):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(interval)
-    raise Failed('not within %ss: %s' % (timeout, what))
+    return common.wait_until(predicate, what, timeout, Failed, interval)
 
 
 def ensure_computes_up(admin):
