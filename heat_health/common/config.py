@@ -208,6 +208,19 @@ monitor_opts = [
                     'be shorter than the time Nova takes to stop a guest '
                     'that shut down or crashed: the server is unhealthy as '
                     'SHUTOFF then anyway. 0 judges at once.'),
+    cfg.IntOpt('node_host_return_grace',
+               default=90, min=0,
+               help='Seconds after a compute host reports again (its '
+                    'nova-compute restarted, or back from not reporting) '
+                    'during which the power state Nova shows for its '
+                    'servers is not believed. Nova keeps what it last '
+                    'saved until its first power sync after the restart, '
+                    'which starts up to periodic_fuzzy_delay (60 s by '
+                    'default) later: a guest its restart handling left '
+                    'running may still read PAUSED or SHUTDOWN, and '
+                    'acting on it would reboot a running guest. Statuses '
+                    'and tasks are believed at once. 0 believes the power '
+                    'state at once too.'),
     cfg.StrOpt('nova_auth_section',
                default='keystone_authtoken',
                help='Section of heat.conf holding the keystoneauth '

@@ -78,6 +78,8 @@ CRASH_CALLS = (('nova', '*'), ('nova', 'start'), ('nova', 'reboot'),
 # over several passes, past the drain's lb_status_timeout (10 s).
 HOLD_SECONDS = (2, 5, 8, 15, 30)
 # Virtual seconds a compute host stops reporting, and is forced down.
+# Nova's service_down_time in the local deployment.
+SERVICE_DOWN_SECONDS = 10
 HOST_STOP_SECONDS = (5, 40)
 HOST_DOWN_SECONDS = (10, 60)
 
@@ -477,11 +479,16 @@ class Explorer(object):
         host = rnd.choice([h for h, found in w.nova.hosts.items()
                            if found.state == nova_double.UP])
         lost = rnd.random() < 0.3
-        w.host_stops(host, guests_lost=lost)
+        # Nova notices a nova-compute that died only once its last report
+        # is service_down_time old; one stopped cleanly at once.
+        unnoticed = (rnd.randint(1, SERVICE_DOWN_SECONDS)
+                     if rnd.random() < 0.5 else 0)
+        w.host_stops(host, guests_lost=lost, unnoticed=unnoticed)
         seconds = rnd.randint(*HOST_STOP_SECONDS)
         self.returns[host] = (w.clock.seconds() + seconds, 'back')
-        return 'host %s stops reporting%s, back in %ss' % (
-            host, ' (its guests lost)' if lost else '', seconds)
+        return 'host %s stops reporting%s%s, back in %ss' % (
+            host, ' (its guests lost)' if lost else '',
+            ', shown UP for %ss' % unnoticed if unnoticed else '', seconds)
 
     def _host_forced_down(self, policy):
         """A host is forced down (fenced), forced up in 10-60 s."""

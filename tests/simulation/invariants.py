@@ -29,6 +29,11 @@ and what the doubles recorded since the previous step:
 * the stored brake has the kind computed from the stored rows, after the
   owner's recovery pass (a pass whose writes did not fail);
 * nothing says "issued" unless Nova accepted an action in that step;
+* an attempt is not escalated while Nova still carries out a task on its
+  server, less than the stuck deadline (``STUCK_MIN_SECONDS`` at the
+  least) after the last action recovery sent it, unless its host is
+  forced down: the task may yet heal it, or belong to a nova-compute that
+  stopped and that Nova does not show down yet;
 * an attempt starts no sooner than its back-off (at its least jitter)
   after the place's previous attempt ended, healed or failed;
 * a target takes no other policy's own verdict (a poll URL's, a pool's:
@@ -63,6 +68,7 @@ try:
     from heat_health.engine.monitor import compute_hosts
 except ImportError:     # an acting core from before compute hosts
     compute_hosts = None
+from heat_health.engine.monitor import tracker
 from heat_health.engine.recovery import planner
 from heat_health.engine.recovery import timeline
 from heat_health.policy import spec as policy_spec
@@ -71,6 +77,8 @@ IN_RECOVERY = frozenset(['RECOVERING', 'VERIFYING'])
 FAILING = frozenset(['SUSPECT', 'UNHEALTHY', 'RECOVERING', 'VERIFYING',
                      'GAVE_UP'])
 BOUND_PASSES = 3
+# Seconds a task Nova carries out is waited for, at the least.
+STUCK_MIN_SECONDS = tracker.STUCK_MIN_SECONDS
 BOUND_SECONDS = 5
 # Seconds a server's host may have been UNKNOWN when recovery acts on it:
 # the engine's listing of the hosts may be that old, and a second more.
@@ -178,6 +186,7 @@ class Checker(object):
         self._drained = {}       # (pool, address) -> weight before
         self._weights = {}       # pool -> {address: weight} last seen
         self._passes = {}        # policy id -> clean owner passes
+        self._last_action = {}   # server id -> last Accepted of recovery
         self._owed = {}          # obligation -> (passes, since)
         self._foreign = {}       # engine id -> target ids others wrote
         self._ambiguous = {}     # engine id -> target ids, raising write
@@ -477,6 +486,7 @@ class Checker(object):
         self._update_epochs()
         found += self._check_actions(step, new)
         found += self._check_issued(new)
+        found += self._check_escalations(new)
         found += self._check_backoff(before)
         found += self._check_restores(new['batches'])
         self._track_drains(new['batches'])
@@ -630,6 +640,34 @@ class Checker(object):
                 found.append('Heat event says "%s" on %s but Nova accepted '
                              'no action there' % (event.reason,
                                                   '/'.join(place)))
+        return found
+
+    def _check_escalations(self, new):
+        """No next rung over a task Nova still runs, before it is stuck."""
+        found = []
+        acted = {a.server_id for a in new['accepted'] + new['refused']
+                 if a.actor == 'recovery'}
+        now = self.w.clock.now()
+        for _id, server_id, _state, reason in new['events']:
+            last = self._last_action.get(server_id)
+            server = self.w.nova.servers.get(server_id)
+            if (not (reason or '').startswith('escalated:') or
+                    last is None or server is None or server.deleted or
+                    not server.task_state or server_id in acted):
+                continue
+            host = self.w.nova.hosts.get(server.host)
+            if host is not None and host.shown(now)[0] == 'DOWN':
+                continue
+            age = (now - last.at).total_seconds()
+            if age < STUCK_MIN_SECONDS:
+                found.append('%s escalated while Nova still carries out '
+                             'task %s, %.0fs after its %s (stuck only '
+                             'after %ss)' % (server_id, server.task_state,
+                                             age, last.action,
+                                             STUCK_MIN_SECONDS))
+        for action in new['accepted']:
+            if action.actor == 'recovery':
+                self._last_action[action.server_id] = action
         return found
 
     def _check_backoff(self, before):

@@ -21,9 +21,11 @@ Compute hosts (admin only, as Nova shows them): two, ``compute1`` and
 ``compute2``; a new server is placed on the UP host after the last one
 used (none UP: Nova's scheduler finds no valid host, the server is
 ERROR). A host's nova-compute may stop reporting (``host_stops``:
-host_status UNKNOWN, its guests running on or lost with the host): the API
-still accepts actions on its servers, their tasks are set and nothing
-progresses, and a delete is done at once by the API (a local delete).
+host_status UNKNOWN, its guests running on or lost with the host; Nova
+shows it UP until its service_down_time has passed): the API still
+accepts actions on its servers, their tasks are set and nothing
+progresses; once Nova shows the host down, a delete is done at once by
+the API (a local delete) and new servers go elsewhere.
 When it starts again (``host_back``) its ``_init_instance`` runs before
 it reports (reference/nova-behaviour.md section 3): interrupted reboots
 are retried and end ACTIVE and running, a reboot asked for while it was
@@ -115,7 +117,8 @@ Accepted = collections.namedtuple('Accepted', ['at', 'server_id', 'action',
                                   defaults=(None, None, None, None))
 """``stack_id``: the root stack whose owner's client asked (recovery);
 ``host``, ``host_state`` and ``host_since``: the server's compute host,
-its state when Nova took the request and since when it had it."""
+its state as Nova showed it when it took the request and since when it
+showed it."""
 
 
 class NotReporting(Exception):
@@ -126,15 +129,27 @@ class NotReporting(Exception):
 
 
 class Host(object):
-    """A compute host: its state (UP, DOWN, UNKNOWN) and since when."""
+    """A compute host: its state (UP, DOWN, UNKNOWN) and since when.
 
-    __slots__ = ('name', 'state', 'since', 'guests_lost')
+    ``shown_at``: when Nova starts to show the state. A nova-compute that
+    dies reports nothing, and Nova counts its service down only once its
+    last report is ``service_down_time`` old: until then it shows UP.
+    """
+
+    __slots__ = ('name', 'state', 'since', 'guests_lost', 'shown_at')
 
     def __init__(self, name, now):
         self.name = name
         self.state = UP
         self.since = now
         self.guests_lost = False
+        self.shown_at = now
+
+    def shown(self, now):
+        """(state, since) as Nova's services API shows them at ``now``."""
+        if now < self.shown_at:
+            return UP, None
+        return self.state, self.shown_at
 
 
 class Server(object):
@@ -219,6 +234,11 @@ class NovaDouble(object):
         """Whether the server's compute runs what it is asked."""
         return server.host is None or self.hosts[server.host].state == UP
 
+    def _shown_up(self, server):
+        """Whether Nova's API takes the server's compute for up."""
+        return server.host is None or self.hosts[server.host].shown(
+            self._clock())[0] == UP
+
     def _settle(self, server):
         if server.settle_at is not None and server.settle_at <= \
                 self._clock() and self._reporting(server):
@@ -282,7 +302,7 @@ class NovaDouble(object):
         start = (names.index(self._last_host) + 1 if self._last_host
                  else 0)
         for name in names[start:] + names[:start]:
-            if self.hosts[name].state == UP:
+            if self.hosts[name].shown(self._clock())[0] == UP:
                 self._last_host = name
                 return name
         return None
@@ -391,20 +411,24 @@ class NovaDouble(object):
         return [s for _i, s in sorted(self.servers.items())
                 if s.host == name and not s.deleted]
 
-    def _stop_reporting(self, host, state, guests_lost):
+    def _stop_reporting(self, host, state, guests_lost, unnoticed=0):
         for server in self._on(host.name):
             # What it finished before it stopped.
             self._settle(server)
         host.state, host.since = state, self._clock()
+        host.shown_at = host.since + _seconds(unnoticed)
         host.guests_lost = host.guests_lost or guests_lost
 
-    def host_stops(self, name, guests_lost=False):
+    def host_stops(self, name, guests_lost=False, unnoticed=0):
         """nova-compute stops reporting: host_status UNKNOWN.
 
         ``guests_lost``: the machine went down with it (its guests are
         gone when it is back), else only nova-compute stopped.
+        ``unnoticed``: seconds Nova still shows it UP (what was left of
+        its service_down_time since the last report).
         """
-        self._stop_reporting(self._host(name, UP), UNKNOWN, guests_lost)
+        self._stop_reporting(self._host(name, UP), UNKNOWN, guests_lost,
+                             unnoticed)
 
     def host_back(self, name):
         """nova-compute starts again: its start-up handling, then UP."""
@@ -438,6 +462,7 @@ class NovaDouble(object):
                     PERIODIC_SYNC_SECONDS)
                 server.settled = {'vm_state': 'stopped'}
         host.state, host.since, host.guests_lost = UP, self._clock(), False
+        host.shown_at = host.since
 
     def _init_instance(self, server):
         task = server.task_state
@@ -484,9 +509,9 @@ class NovaDouble(object):
         """An Accepted with the server's host as Nova shows it now."""
         server = self.servers.get(server_id)
         host = self.hosts.get(server.host) if server is not None else None
+        shown, since = host.shown(self._clock()) if host else (None, None)
         return Accepted(self._clock(), server_id, action, detail, actor,
-                        stack_id, host and host.name, host and host.state,
-                        host and host.since)
+                        stack_id, host and host.name, shown, since)
 
     def _accept(self, actor, server, action, detail=None):
         self.accepted.append(self._record(server.id, action, detail, actor,
@@ -563,7 +588,7 @@ class NovaDouble(object):
             raise _conflict(server, 'delete', 'Instance %s is locked' %
                             server.id)
         self._accept(actor, server, 'delete')
-        if not self._reporting(server):
+        if not self._shown_up(server):
             # Its compute is down: the API deletes it itself.
             self._set(server, deleted=True, vm_state='deleted',
                       task_state=None, power_state=NOSTATE)
@@ -723,5 +748,6 @@ class _Listing(object):
         self.requests += 1
         self._nova._list_faults('list_compute_hosts',
                                 self._nova.host_faults)
-        return {name: host.state
+        now = self._nova._clock()
+        return {name: host.shown(now)[0]
                 for name, host in self._nova.hosts.items()}

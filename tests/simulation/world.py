@@ -330,14 +330,16 @@ class World(object):
         """The compute host of the index-th place's server."""
         return self.server(index, policy).host
 
-    def host_stops(self, host, guests_lost=False):
+    def host_stops(self, host, guests_lost=False, unnoticed=0):
         """The host's nova-compute stops reporting (UNKNOWN).
 
         ``guests_lost``: the machine went down too; else its guests run on.
+        ``unnoticed``: seconds Nova still shows it UP.
         """
-        self.nova.host_stops(host, guests_lost)
-        self.note('host %s stops reporting%s' % (
-            host, ', its guests lost' if guests_lost else ''))
+        self.nova.host_stops(host, guests_lost, unnoticed)
+        self.note('host %s stops reporting%s%s' % (
+            host, ', its guests lost' if guests_lost else '',
+            ', shown UP for %ss' % unnoticed if unnoticed else ''))
 
     def host_back(self, host):
         """Its nova-compute starts again: restart handling, then UP."""

@@ -497,6 +497,58 @@ def test_a_reboot_whose_host_stops_mid_way_is_sent_once_and_verified_later(
     assert waits, _timeline(w, 'VERIFYING')
 
 
+def test_a_reboot_whose_host_dies_unnoticed_is_not_escalated(make_world):
+    """nova-compute dies mid-reboot; Nova shows it UP past the deadline.
+
+    Nova counts a compute down only once its last report is
+    service_down_time old. The hard reboot's task is still there at the
+    deadline: the verification waits for it (up to the stuck deadline),
+    by then Nova shows the host not reporting, and once it is back its
+    restart handling finishes the reboot. Escalating at the deadline was
+    a next rung over an operation Nova still held.
+    """
+    w = make_world(servers=3, pool=False)
+    _watching(w)
+    host = w.host_of(0)
+    _fails(w, 0, 'VANISHED')
+    _recovery_pass(w.engines[0])
+    assert (w.state(0), _nova(w)) == ('VERIFYING', [('reboot', 'HARD')])
+    # The reboot hangs in the hypervisor; then nova-compute dies.
+    w.nova.break_server(w.server_id(0), 'STUCK', task='rebooting_hard')
+    w.advance(VERIFY // 2)
+    w.host_stops(host, unnoticed=VERIFY)
+    w.run(2 * VERIFY)
+    assert (w.state(0), w.server(0).status) == ('VERIFYING', 'HARD_REBOOT')
+    w.host_back(host)
+    w.run_until(lambda: w.state(0) == 'HEALTHY')
+    w.run(VERIFY)
+    assert _nova(w) == [('reboot', 'HARD')]
+    waits = _timeline(w, 'VERIFYING')
+    assert [r for r in waits if r.startswith(
+        'verification waits: Nova is carrying out task rebooting_hard')], \
+        waits
+    assert not [r for r in _timeline(w, 'UNHEALTHY')
+                if r.startswith('escalated')], _timeline(w, 'UNHEALTHY')
+
+
+def test_a_hard_reboot_stuck_in_its_task_escalates_at_the_stuck_deadline(
+        make_world):
+    """A task that outlasts the stuck deadline is stuck: the next rung."""
+    w = make_world(servers=3, pool=False)
+    _watching(w)
+    _fails(w, 0, 'VANISHED')
+    _recovery_pass(w.engines[0])
+    issued = w.clock.now()
+    # The reboot never ends in the hypervisor.
+    w.nova.break_server(w.server_id(0), 'STUCK', task='rebooting_hard')
+    w.run_until(lambda: [r for r in _timeline(w, 'UNHEALTHY')
+                         if r.startswith('escalated')])
+    waited = (w.clock.now() - issued).total_seconds()
+    # The stuck deadline is 30 s; the verification's deadlines come
+    # every VERIFY seconds.
+    assert 30 <= waited <= 30 + VERIFY + 2, waited
+
+
 def test_a_failed_server_whose_host_stops_reporting_is_not_acted_on(
         make_world):
     """UNHEALTHY, then its host goes silent: nothing until it is back.

@@ -519,6 +519,36 @@ class TestComputeHostStates(_PollerCase):
             seen = self._poll()
             self.assertNotIn(obs.UNHEALTHY, [v for v, _r in seen.values()])
 
+    def test_a_power_state_from_a_host_just_back_waits_for_nova_s_sync(
+            self):
+        # Restarted, nova-compute left the guest running; Nova still shows
+        # the PAUSED it saved before, until its first power sync.
+        self.poller._return_grace = datetime.timedelta(seconds=20)
+        self.nova.hosts['compute2'] = 'UNKNOWN'
+        self._poll()
+        self.nova.hosts['compute2'] = 'UP'
+        self.nova.servers['b'] = _on('compute2', power_state=3)
+        for _ in range(4):
+            self.assertEqual({}, self._poll())
+        # Nova's sync has not changed it: a guest really paused.
+        seen = self._poll()
+        self.assertEqual(obs.UNHEALTHY, seen['b'][0])
+        self.assertIn('power state PAUSED', seen['b'][1])
+
+    def test_nova_s_sync_after_a_host_is_back_says_nothing_of_failure(self):
+        self.poller._return_grace = datetime.timedelta(seconds=20)
+        self.nova.hosts['compute2'] = 'UNKNOWN'
+        self._poll()
+        self.nova.hosts['compute2'] = 'UP'
+        self.nova.servers['b'] = _on('compute2', power_state=3)
+        self.assertEqual({}, self._poll())
+        self.nova.changed = {'b': _on('compute2', power_state=1)}
+        self.assertEqual({'b': (obs.HEALTHY, 'Nova status ACTIVE')},
+                         self._poll())
+        self.nova.changed = {}
+        for _ in range(5):
+            self.assertEqual({}, self._poll())
+
     def test_a_host_forced_down_makes_its_servers_unhealthy(self):
         self.nova.hosts['compute1'] = 'DOWN'
         seen = self._poll()

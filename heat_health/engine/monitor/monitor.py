@@ -161,7 +161,8 @@ class Monitor(object):
             conf.heat_health.node_status_resync_cycles,
             stuck_after=self.tracker.stuck_after,
             power_grace=conf.heat_health.node_power_state_grace,
-            hosts=self.hosts)
+            hosts=self.hosts,
+            host_return_grace=conf.heat_health.node_host_return_grace)
         self.hosts.listed = self.poller.listed
         self.tracker.on_look_again = lambda server_id: self.poller.recheck(
             [server_id])

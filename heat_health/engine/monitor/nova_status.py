@@ -104,14 +104,20 @@ class StatusPoller(object):
         not running before the server is UNHEALTHY (0: at once).
     :param hosts: a compute_hosts.ComputeHosts listed at each poll, or
         None to judge servers whatever their host's state.
+    :param host_return_grace: seconds after a host reports again during
+        which its servers' power state is not believed (Nova's first
+        power sync after a restart has not run yet).
     """
 
     def __init__(self, adapter, observe, watched, resync_cycles,
                  clock=timeutils.utcnow, stuck_after=None, power_grace=0,
-                 hosts=None):
+                 hosts=None, host_return_grace=0):
         self._adapter = adapter
         self._hosts = hosts
         self._host_states = {}   # host -> state, as of the last poll
+        # host -> when it was seen reporting again.
+        self._returned = {}
+        self._return_grace = datetime.timedelta(seconds=host_return_grace)
         # server id -> seconds a task may last before the server counts
         # as stuck (None: never).
         self._stuck_after = stuck_after or (lambda server_id: None)
@@ -147,7 +153,7 @@ class StatusPoller(object):
             return 0
         now = self._clock()
         try:
-            again = self._hosts_changed(watched)
+            again = self._hosts_changed(watched, now)
             if self._since is None:
                 servers = self._adapter.list_all()
                 count = self._report(dict(again, **servers), watched, now)
@@ -281,7 +287,7 @@ class StatusPoller(object):
                 count += 1
         return count
 
-    def _hosts_changed(self, watched):
+    def _hosts_changed(self, watched, now):
         """The hosts listed anew: servers on one that changed, to judge.
 
         A host's state is in no listing of changed servers. A watched
@@ -295,6 +301,11 @@ class StatusPoller(object):
                                      self._hosts.refresh())
         changed = {h for h in set(before) | set(self._host_states)
                    if before.get(h) != self._host_states.get(h)}
+        for host in changed:
+            if before.get(host) in (compute_hosts.UNKNOWN,
+                                    compute_hosts.DOWN) and (
+                    self._host_states.get(host) == compute_hosts.UP):
+                self._returned[host] = now
         again = {}
         for server_id, server in self.listed.items():
             if server_id not in watched or server.host not in changed:
@@ -381,7 +392,23 @@ class StatusPoller(object):
             # Since Nova saved it, never later than now (Nova's clock may
             # run ahead of this host's).
             self._down[server_id] = (down, min(server.updated or now, now))
-        return now - self._down[server_id][1] < self._power_grace
+        return not self._grace_over(server_id, self._down[server_id][1],
+                                    now)
+
+    def _grace_over(self, server_id, since, now):
+        """Whether a power state saved ``since`` is to be believed now.
+
+        On a host that has just reported again, only once Nova has had
+        time for its first power sync after the restart: until then the
+        power state is what nova-compute last saved before it stopped.
+        """
+        server = self.listed.get(server_id)
+        returned = self._returned.get(server.host) if server else None
+        if returned is not None:
+            if now - returned < self._return_grace:
+                return False
+            del self._returned[server.host]
+        return now - since >= self._power_grace
 
     def _down_past_grace(self, watched, now):
         """ACTIVE servers whose guest has not run for longer than the grace.
@@ -394,7 +421,7 @@ class StatusPoller(object):
             if server_id not in watched:
                 del self._down[server_id]
                 continue
-            if now - since < self._power_grace:
+            if not self._grace_over(server_id, since, now):
                 continue
             seen = _seen('ACTIVE', power)
             if self._reported.get(server_id) == seen:

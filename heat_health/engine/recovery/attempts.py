@@ -54,6 +54,18 @@ def _members_text(members):
                      for pool, (address, _w) in sorted(members.items()))
 
 
+def _escalated_from(target):
+    """When the action of the attempt that escalated was issued, or None.
+
+    A task it left is waited for up to the stuck deadline from then, not
+    from the escalation: the escalation already waited for it.
+    """
+    recovery = target.recovery or {}
+    if recovery.get('stage') != ESCALATE:
+        return None
+    return planner.parse_time(recovery.get('issued_at'))
+
+
 class AttemptStages(object):
     """The steps of one recovery attempt, from its start to its undoing."""
 
@@ -106,7 +118,7 @@ class AttemptStages(object):
             action = ladder[index]
         return ladder, index, action
 
-    def _nova_busy(self, target, found):
+    def _nova_busy(self, target, found, since=None):
         """Why to wait for a task Nova is carrying out, or None.
 
         Nova's own power sync stops a guest that shut down behind its back
@@ -114,17 +126,18 @@ class AttemptStages(object):
         may be under way too. Such a task ends by itself: taken for stuck,
         the attempt would pick what Nova accepts over a task (a hard
         reboot, a RECREATE) for a server a START heals. A task still there
-        once the server has been failing for the stuck deadline is stuck.
+        once the server has been failing (or, with ``since``, the action
+        has been under way) for the stuck deadline is stuck.
         """
         if found is None or not found.task_state:
             return None
         limit = self.tracker.stuck_after(target.server_id)
-        since = planner.parse_time(target.since)
+        since = since or planner.parse_time(target.since)
         if limit is None or since is None or (
                 self._clock() - since >= datetime.timedelta(seconds=limit)):
             return None
-        return ('not now: Nova is carrying out task %s on the server' %
-                found.task_state)
+        return 'Nova is carrying out task %s on the server' % (
+            found.task_state)
 
     def _start(self, policy, target, step):
         spec = policy.spec.recovery
@@ -149,9 +162,11 @@ class AttemptStages(object):
             return
         host_down = (place[0] if place is not None and
                      place[1] == compute_hosts.DOWN else None)
-        busy = None if host_down else self._nova_busy(target, found)
+        busy = None if host_down else self._nova_busy(
+            target, found, since=_escalated_from(target))
         if busy:
-            self.timeline.hold(policy, target, busy, self._clock())
+            self.timeline.hold(policy, target, 'not now: %s' % busy,
+                               self._clock())
             return
         ladder, index, action = self._choose(policy, found, step.step,
                                              host_down)
@@ -386,6 +401,35 @@ class AttemptStages(object):
                                    {'recovery': recovery}, at=now):
             self.timeline.heat_event(target, 'IN_PROGRESS', reason)
 
+    def _still_acting(self, policy, target, place):
+        """Why the action's deadline is no failure yet, or None.
+
+        Nova still carrying out a task on the server (the action's own, a
+        hard reboot hanging in the hypervisor, say) may yet heal it, and a
+        nova-compute that stopped mid-task shows as not reporting only
+        Nova's service_down_time later; the next rung now would act over
+        it. So does a Nova that does not say. A task that outlasts the
+        stuck deadline, counted from the action's issue, is stuck: then
+        the ladder goes on.
+        """
+        if place is not None and place[1] == compute_hosts.DOWN:
+            return None
+        issued = planner.parse_time((target.recovery or {}).get('issued_at'))
+        if issued is None:
+            return None
+        try:
+            found = self._actions(policy.stack_id).status(target.server_id)
+        except nova_actions.ServerGone:
+            return None
+        except nova_actions.NovaActionFailed as e:
+            # Not known to be done: as for a task, up to the deadline.
+            limit = self.tracker.stuck_after(target.server_id)
+            if limit is not None and self._clock() - issued < (
+                    datetime.timedelta(seconds=limit)):
+                return 'Nova did not answer: %s' % e
+            return None
+        return self._nova_busy(target, found, since=issued)
+
     # Ending an attempt
 
     def _failed(self, policy, target, why, force_recreate=False,
@@ -414,6 +458,9 @@ class AttemptStages(object):
         if place is not None and place[1] == compute_hosts.UNKNOWN:
             return self._verify_later(target, compute_hosts.not_reporting(
                 place[0]))
+        busy = self._still_acting(policy, target, place)
+        if busy:
+            return self._verify_later(target, busy)
         recovery = dict(target.recovery or {})
         ladder = recovery.get('ladder') or []
         nxt = ladder[min(step.next_step, len(ladder) - 1)] if ladder else None
