@@ -1,13 +1,16 @@
 """NODE_STATUS_POLLING in heat-health-engine, seen through the health report.
 
 The policy has no other detection mode, so whatever is found here was found
-by polling Nova (the notification listener plays no part).
+by polling Nova (the notification listener plays no part). The failures are
+real Nova's: a server an admin deleted, one a failed suspend left in ERROR.
 """
 
 import time
 import uuid
 
 import pytest
+
+from tests.functional import server_faults as faults
 
 INTERVAL = 5
 
@@ -66,15 +69,16 @@ def watched(demo, stacks):
     return stack
 
 
-@pytest.mark.fakecloud
+@pytest.mark.real_nova
 @pytest.mark.parametrize('fault,reason', [
-    ('vanish', 'Nova status DELETED'),
-    ('crash_to_error', 'Nova status ERROR'),
+    ('delete', 'Nova status DELETED'),
+    # A suspend that fails in the hypervisor: Nova sets ERROR.
+    pytest.param('error', 'Nova status ERROR',
+                 marks=pytest.mark.guest_operation_faults),
 ])
 def test_failure_seen_by_polling(admin, demo, watched, fault, reason):
     server_id = _server_id(demo, watched, 'web')
-    resp = admin.inject_fault(server_id, fault)
-    assert resp.status_code == 200, resp.text
+    faults.break_server(admin, server_id, fault)
     target = _wait_state(demo, watched, 'web', 'UNHEALTHY')
     assert target['reason'] in (reason, "Not in Nova's server list")
     assert target['last_observation']['source'] == 'NODE_STATUS_POLLING'
@@ -86,6 +90,7 @@ def test_failure_seen_by_polling(admin, demo, watched, fault, reason):
         'HEALTHY', 'UNHEALTHY', 'NODE_STATUS_POLLING')
 
 
+# Nova's API made to fail for a while: only fakecloud's does on demand.
 @pytest.mark.fakecloud
 def test_api_errors_are_never_a_failure(admin, demo, watched):
     resp = admin.inject_api_fault('api_errors', duration=2 * INTERVAL)
@@ -117,9 +122,12 @@ def test_report_is_for_the_stack_project_only(demo, reader, outsider,
     assert _report(demo, missing).status_code == 404
 
 
-@pytest.mark.fakecloud
+# The poll URL is the local deployment's health endpoint of each guest;
+# the ERROR a suspend that fails in the hypervisor.
+@pytest.mark.real_nova
+@pytest.mark.guest_operation_faults
 def test_all_failed_versus_any_failed(admin, demo, stacks):
-    """The poll URL always fails; polling fails only after a crash."""
+    """The poll URL always fails; polling fails only once Nova sets ERROR."""
     any_failed = stacks('any', 'health_two_modes.yaml',
                         'conditional=ANY_FAILED')
     all_failed = stacks('all', 'health_two_modes.yaml',
@@ -128,7 +136,6 @@ def test_all_failed_versus_any_failed(admin, demo, stacks):
     assert target['last_observation']['source'] == 'NODE_STATUS_POLL_URL'
     _wait_state(demo, all_failed, 'web', 'SUSPECT')
     server_id = _server_id(demo, all_failed, 'web')
-    resp = admin.inject_fault(server_id, 'crash_to_error')
-    assert resp.status_code == 200, resp.text
+    faults.break_server(admin, server_id, 'error')
     target = _wait_state(demo, all_failed, 'web', 'UNHEALTHY')
     assert target['reason'] == 'Nova status ERROR'
