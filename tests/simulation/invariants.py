@@ -31,7 +31,7 @@ and what the doubles recorded since the previous step:
 * nothing says "issued" unless Nova accepted an action in that step;
 * an attempt is not escalated while Nova still carries out a task on its
   server, less than the stuck deadline (``STUCK_MIN_SECONDS`` at the
-  least) after the last action recovery sent it, unless its host is
+  least) after the last action its policy's recovery sent, unless its host is
   forced down: the task may yet heal it, or belong to a nova-compute that
   stopped and that Nova does not show down yet;
 * an attempt starts no sooner than its back-off (at its least jitter)
@@ -101,7 +101,7 @@ _TARGET_SQL = ('SELECT id, policy_id, server_id, stack_id, resource_name, '
 _POLICY_SQL = ('SELECT id, engine_id, generation, lease_expires_at, '
                'enabled, suspended, paused_at, braked, spec FROM '
                'heat_health_policy')
-_EVENT_SQL = ('SELECT id, server_id, new_state, reason FROM '
+_EVENT_SQL = ('SELECT id, server_id, new_state, reason, policy_id FROM '
               'heat_health_event WHERE id > ? ORDER BY id')
 
 
@@ -186,7 +186,7 @@ class Checker(object):
         self._drained = {}       # (pool, address) -> weight before
         self._weights = {}       # pool -> {address: weight} last seen
         self._passes = {}        # policy id -> clean owner passes
-        self._last_action = {}   # server id -> last Accepted of recovery
+        self._last_action = {}   # (policy, server) -> last recovery Accepted
         self._owed = {}          # obligation -> (passes, since)
         self._foreign = {}       # engine id -> target ids others wrote
         self._ambiguous = {}     # engine id -> target ids, raising write
@@ -630,7 +630,7 @@ class Checker(object):
         places = {self._place_of(a.server_id, a.stack_id)[1]
                   for a in new['accepted'] if a.actor == 'recovery'}
         found = []
-        for _id, server_id, _state, reason in new['events']:
+        for _id, server_id, _state, reason, _policy in new['events']:
             if ' issued' in (reason or '') and server_id not in servers:
                 found.append('timeline says "%s" of %s but Nova accepted '
                              'no action of it' % (reason, server_id))
@@ -643,13 +643,17 @@ class Checker(object):
         return found
 
     def _check_escalations(self, new):
-        """No next rung over a task Nova still runs, before it is stuck."""
+        """No next rung over a task Nova still runs, before it is stuck.
+
+        The task the attempt's own action set: another policy watching the
+        server acts on its own evidence and deadlines.
+        """
         found = []
         acted = {a.server_id for a in new['accepted'] + new['refused']
                  if a.actor == 'recovery'}
         now = self.w.clock.now()
-        for _id, server_id, _state, reason in new['events']:
-            last = self._last_action.get(server_id)
+        for _id, server_id, _state, reason, policy_id in new['events']:
+            last = self._last_action.get((policy_id, server_id))
             server = self.w.nova.servers.get(server_id)
             if (not (reason or '').startswith('escalated:') or
                     last is None or server is None or server.deleted or
@@ -666,8 +670,9 @@ class Checker(object):
                                              age, last.action,
                                              STUCK_MIN_SECONDS))
         for action in new['accepted']:
-            if action.actor == 'recovery':
-                self._last_action[action.server_id] = action
+            policy = self.w.policy_of_stack(action.stack_id)
+            if action.actor == 'recovery' and policy is not None:
+                self._last_action[(policy.id, action.server_id)] = action
         return found
 
     def _check_backoff(self, before):

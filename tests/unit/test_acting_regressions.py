@@ -467,6 +467,26 @@ def test_a_server_that_heals_then_fails_again_waits_its_back_off(
 # Compute hosts that stop reporting or are forced down
 
 
+def _hard_rebooting(make_world):
+    """A world whose first server's guest vanished: REBOOT HARD sent."""
+    w = make_world(servers=3, pool=False)
+    _watching(w)
+    _fails(w, 0, 'VANISHED')
+    _recovery_pass(w.engines[0])
+    assert (w.state(0), _nova(w)) == ('VERIFYING', [('reboot', 'HARD')])
+    return w, w.host_of(0)
+
+
+def _healed_by_nova_once_back(w, host):
+    """Still verifying; the host back, Nova's retry heals it, no more."""
+    assert (w.state(0), w.server(0).status) == ('VERIFYING', 'HARD_REBOOT')
+    w.host_back(host)
+    w.run_until(lambda: w.state(0) == 'HEALTHY')
+    w.run(VERIFY)
+    assert _nova(w) == [('reboot', 'HARD')]
+    assert w.state(0) == 'HEALTHY'
+
+
 def test_a_reboot_whose_host_stops_mid_way_is_sent_once_and_verified_later(
         make_world):
     """The host of a rebooting server stops reporting past the deadline.
@@ -476,21 +496,11 @@ def test_a_reboot_whose_host_stops_mid_way_is_sent_once_and_verified_later(
     and the server is HEALTHY. A next rung sent meanwhile would be a
     second action on an operation Nova still holds.
     """
-    w = make_world(servers=3, pool=False)
-    _watching(w)
-    host = w.host_of(0)
-    _fails(w, 0, 'VANISHED')
-    _recovery_pass(w.engines[0])
-    assert (w.state(0), _nova(w)) == ('VERIFYING', [('reboot', 'HARD')])
+    w, host = _hard_rebooting(make_world)
     w.advance(1)
     w.host_stops(host)
     w.run(2 * VERIFY)
-    assert (w.state(0), w.server(0).status) == ('VERIFYING', 'HARD_REBOOT')
-    w.host_back(host)
-    w.run_until(lambda: w.state(0) == 'HEALTHY')
-    w.run(VERIFY)
-    assert _nova(w) == [('reboot', 'HARD')]
-    assert w.state(0) == 'HEALTHY'
+    _healed_by_nova_once_back(w, host)
     waits = [r for r in _timeline(w, 'VERIFYING')
              if r.startswith('verification waits: nova-compute on host %s '
                              'is not reporting' % host)]
@@ -507,22 +517,13 @@ def test_a_reboot_whose_host_dies_unnoticed_is_not_escalated(make_world):
     restart handling finishes the reboot. Escalating at the deadline was
     a next rung over an operation Nova still held.
     """
-    w = make_world(servers=3, pool=False)
-    _watching(w)
-    host = w.host_of(0)
-    _fails(w, 0, 'VANISHED')
-    _recovery_pass(w.engines[0])
-    assert (w.state(0), _nova(w)) == ('VERIFYING', [('reboot', 'HARD')])
+    w, host = _hard_rebooting(make_world)
     # The reboot hangs in the hypervisor; then nova-compute dies.
     w.nova.break_server(w.server_id(0), 'STUCK', task='rebooting_hard')
     w.advance(VERIFY // 2)
     w.host_stops(host, unnoticed=VERIFY)
     w.run(2 * VERIFY)
-    assert (w.state(0), w.server(0).status) == ('VERIFYING', 'HARD_REBOOT')
-    w.host_back(host)
-    w.run_until(lambda: w.state(0) == 'HEALTHY')
-    w.run(VERIFY)
-    assert _nova(w) == [('reboot', 'HARD')]
+    _healed_by_nova_once_back(w, host)
     waits = _timeline(w, 'VERIFYING')
     assert [r for r in waits if r.startswith(
         'verification waits: Nova is carrying out task rebooting_hard')], \
@@ -534,10 +535,7 @@ def test_a_reboot_whose_host_dies_unnoticed_is_not_escalated(make_world):
 def test_a_hard_reboot_stuck_in_its_task_escalates_at_the_stuck_deadline(
         make_world):
     """A task that outlasts the stuck deadline is stuck: the next rung."""
-    w = make_world(servers=3, pool=False)
-    _watching(w)
-    _fails(w, 0, 'VANISHED')
-    _recovery_pass(w.engines[0])
+    w, _host = _hard_rebooting(make_world)
     issued = w.clock.now()
     # The reboot never ends in the hypervisor.
     w.nova.break_server(w.server_id(0), 'STUCK', task='rebooting_hard')
