@@ -150,3 +150,21 @@ def own_engine(user, workdir, extra_options=''):
         yield engine.log
     finally:
         engine.kill()
+
+
+@contextlib.contextmanager
+def peer(user, tmp_path_factory, name):
+    """A second heat-health-engine beside the deployment's; yields it.
+
+    Policies are shared between the two, as several engines are normal.
+    Only beside the local deployment, whose configuration it reads;
+    elsewhere the deployment's own engines are all there are (None).
+    """
+    if not HEAT_CONF.exists():
+        yield None
+        return
+    engine = Engine(tmp_path_factory.mktemp(name), name).start(user)
+    try:
+        yield engine
+    finally:
+        engine.kill()

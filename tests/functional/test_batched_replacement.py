@@ -24,10 +24,8 @@ POLL_SECONDS = 20
 
 @pytest.fixture(scope='module', autouse=True)
 def second_engine(demo, tmp_path_factory):
-    engine = engines.Engine(tmp_path_factory.mktemp('batched'),
-                            'batched-peer').start(demo)
-    yield engine
-    engine.kill()
+    with engines.peer(demo, tmp_path_factory, 'batched-peer') as engine:
+        yield engine
 
 
 def _updates(demo, stack):

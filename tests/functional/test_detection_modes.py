@@ -25,6 +25,17 @@ POLL_URL = [{'type': 'NODE_STATUS_POLL_URL', 'options': {
     'poll_url_retry_interval': 1, 'poll_url_timeout': 1}}]
 
 
+@pytest.fixture
+def second_engine(demo, tmp_path_factory):
+    """Two engines share the policies while a mode alone detects.
+
+    Not for the tests that stop or kill the deployment's engine: a second
+    one would see for it.
+    """
+    with engines.peer(demo, tmp_path_factory, 'modes-peer') as engine:
+        yield engine
+
+
 def _members(demo, stack_name):
     attributes = demo.resource(stack_name, 'health')['attributes']
     return {m['path']: m for m in attributes['members']}
@@ -47,6 +58,7 @@ def _watched(demo, stacks, modes, count):
     return name, {path: members[path]['server_id'] for path in paths}
 
 
+@pytest.mark.usefixtures('second_engine')
 def test_notifications_alone_see_power_off_pause_shutdown(admin, demo,
                                                           stacks):
     name, servers = _watched(demo, stacks, EVENTS, 3)
@@ -77,6 +89,7 @@ def test_notifications_alone_see_power_off_pause_shutdown(admin, demo,
 
 # The application's hang and its health URL are the fault driver's.
 @pytest.mark.guest_operation_faults
+@pytest.mark.usefixtures('second_engine')
 def test_poll_url_alone_sees_a_hang_nova_cannot(admin, demo, demo_nova,
                                                 stacks):
     name, servers = _watched(demo, stacks, POLL_URL, 1)

@@ -22,10 +22,8 @@ pytestmark = pytest.mark.fakecloud
 
 @pytest.fixture(scope='module', autouse=True)
 def second_engine(demo, tmp_path_factory):
-    engine = engines.Engine(tmp_path_factory.mktemp('lb'),
-                            'lb-peer').start(demo)
-    yield engine
-    engine.kill()
+    with engines.peer(demo, tmp_path_factory, 'lb-peer') as engine:
+        yield engine
 
 
 @pytest.fixture(scope='module')

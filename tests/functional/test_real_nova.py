@@ -24,14 +24,8 @@ POLLING = [{'type': 'NODE_STATUS_POLLING'}]
 
 @pytest.fixture(scope='module', autouse=True)
 def second_engine(demo, tmp_path_factory):
-    """A second engine where the local deployment's configuration is."""
-    if not h.local_deployment():
-        yield None
-        return
-    engine = engines.Engine(tmp_path_factory.mktemp('real-nova'),
-                            'real-nova-peer').start(demo)
-    yield engine
-    engine.kill()
+    with engines.peer(demo, tmp_path_factory, 'real-nova-peer') as engine:
+        yield engine
 
 
 def _detected(demo, stack, server_id):

@@ -27,10 +27,8 @@ WAITS = 'verification waits: nova-compute on host'
 
 @pytest.fixture(scope='module', autouse=True)
 def second_engine(demo, tmp_path_factory):
-    engine = engines.Engine(tmp_path_factory.mktemp('real-nova-hosts'),
-                            'real-nova-hosts-peer').start(demo)
-    yield engine
-    engine.kill()
+    with engines.peer(demo, tmp_path_factory, 'hosts-peer') as engine:
+        yield engine
 
 
 @pytest.fixture

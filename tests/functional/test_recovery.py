@@ -27,18 +27,9 @@ PORT_MOVES = ('detach_interface', 'attach_interface')
 
 @pytest.fixture(scope='module', autouse=True)
 def second_engine(demo, tmp_path_factory):
-    """Recovery runs with two engines: policies are shared between them.
-
-    The second one reads the local deployment's configuration; elsewhere
-    the deployment's own engines are all there are.
-    """
-    if not h.local_deployment():
-        yield None
-        return
-    engine = engines.Engine(tmp_path_factory.mktemp('recovery'),
-                            'recovery-peer').start(demo)
-    yield engine
-    engine.kill()
+    """Recovery runs with two engines: policies are shared between them."""
+    with engines.peer(demo, tmp_path_factory, 'recovery-peer') as engine:
+        yield engine
 
 
 def _running(nova, server_id):

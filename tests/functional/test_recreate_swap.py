@@ -26,10 +26,8 @@ ROUNDS = 10      # two servers each: twenty RECREATEs
 
 @pytest.fixture(scope='module', autouse=True)
 def second_engine(demo, tmp_path_factory):
-    engine = engines.Engine(tmp_path_factory.mktemp('swap'),
-                            'swap-peer').start(demo)
-    yield engine
-    engine.kill()
+    with engines.peer(demo, tmp_path_factory, 'swap-peer') as engine:
+        yield engine
 
 
 def _ready(demo, octavia, admin_nova, stack, pool_id):
