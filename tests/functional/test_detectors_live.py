@@ -1,5 +1,9 @@
-"""The notification and poll URL detectors against the real bus and
-fakecloud, on their own, before any monitor drives them."""
+"""The notification and poll URL detectors against the real bus and real
+Nova, on their own, before any monitor drives them.
+
+Each fault happens behind Nova's back (or through its API as an admin's
+action), and the detectors see what Nova makes of it.
+"""
 
 import datetime
 import threading
@@ -16,10 +20,14 @@ from heat_health.engine.monitor import poll_url
 from heat_health.policy import observation as obs
 from heat_health.policy import poll_url_rules
 from tests.functional import cloud
+from tests.functional import healing as h
 from tests.functional import notifications
+from tests.functional import server_faults as faults
 
-# fakecloud's faults, on the local deployment's message bus (its heat.conf).
-pytestmark = pytest.mark.fakecloud
+pytestmark = pytest.mark.real_nova
+# Seconds for Nova to act on a guest's fault: its power sync runs every
+# 10 s here, and a crashed guest waits for it.
+NOVA_SYNC_TIMEOUT = 60
 
 
 class _Observations(object):
@@ -32,19 +40,25 @@ class _Observations(object):
             self.seen.append(observation)
             self.changed.notify_all()
 
-    def wait_for(self, server_id, verdict, reason_part, timeout=30):
+    def wait_for(self, server_id, verdict, reason_parts, timeout=30,
+                 after=None):
+        """The first observation with one of the reason parts.
+
+        :param after: an observation; only those made since count.
+        """
         deadline = time.time() + timeout
         with self.changed:
             while True:
-                for o in self.seen:
+                start = 0 if after is None else self.seen.index(after) + 1
+                for o in self.seen[start:]:
                     if (o.server_id == server_id and o.verdict == verdict and
-                            reason_part in o.reason):
+                            any(p in o.reason for p in reason_parts)):
                         return o
                 left = deadline - time.time()
                 if left <= 0:
                     raise AssertionError(
                         'no %s observation with %r for %s; seen %s' % (
-                            verdict, reason_part, server_id,
+                            verdict, reason_parts, server_id,
                             [o for o in self.seen
                              if o.server_id == server_id]))
                 self.changed.wait(left)
@@ -57,6 +71,9 @@ def watched():
 
 @pytest.fixture(scope='module')
 def lifecycle(watched):
+    if not h.local_deployment():
+        pytest.skip("listens on the local deployment's message bus (its "
+                    "heat.conf)")
     seen = _Observations()
     url = notifications.transport_url()
     transport = oslo_messaging.get_notification_transport(
@@ -71,43 +88,56 @@ def lifecycle(watched):
     notifications.delete_queue(url, pool)
 
 
-def _inject(admin, server_id, fault):
-    resp = admin.inject_fault(server_id, fault)
-    assert resp.status_code == 200, resp.text
-    return resp.json()['server']
-
-
-@pytest.mark.parametrize('fault,event_type', [
-    ('power_off', 'instance.power_off.end'),
-    ('pause', 'instance.pause.end'),
-    ('shutdown', 'instance.shutdown.end'),
-    ('crash_to_error', 'instance.update (vm_state error)'),
+@pytest.mark.parametrize('fault,settled,seen', [
+    # Nova's power sync saves the guest's power state (instance.update,
+    # still ACTIVE), then stops a guest that shut off or crashed.
+    ('power_off', 'SHUTOFF', ('ACTIVE but power state SHUTDOWN',
+                              'instance.power_off.end', 'vm_state stopped')),
+    # One the hypervisor paused stays ACTIVE.
+    ('pause', 'ACTIVE', ('ACTIVE but power state PAUSED',)),
+    ('crash', 'SHUTOFF', ('ACTIVE but power state CRASHED',
+                          'ACTIVE but power state SHUTDOWN',
+                          'instance.power_off.end', 'vm_state stopped')),
+    # A suspend that fails in the hypervisor: Nova sets ERROR.
+    pytest.param('error', 'ERROR', ('instance.update (vm_state error)',),
+                 marks=pytest.mark.guest_operation_faults),
 ])
 def test_fault_seen_through_notifications(admin, demo_nova, lifecycle,
-                                          watched, server, fault,
-                                          event_type):
+                                          watched, server, fault, settled,
+                                          seen):
     watched.add(server.id)
-    _inject(admin, server.id, fault)
-    found = lifecycle.wait_for(server.id, obs.UNHEALTHY,
-                               'Nova notification %s' % event_type)
+    faults.break_server(admin, server.id, fault)
+    found = lifecycle.wait_for(server.id, obs.UNHEALTHY, seen,
+                               timeout=NOVA_SYNC_TIMEOUT)
     assert found.source == obs.LIFECYCLE_EVENTS
     age = datetime.datetime.utcnow() - found.observed_at
     assert datetime.timedelta(0) <= age < datetime.timedelta(seconds=60)
 
-    _inject(admin, server.id, 'reset')
-    lifecycle.wait_for(server.id, obs.HEALTHY, 'Nova notification')
+    # Put right once Nova is done with the guest (its stop may follow).
+    cloud.wait_server_status(demo_nova, server.id, settled,
+                             timeout=NOVA_SYNC_TIMEOUT)
+    faults.break_server(admin, server.id, 'reset')
+    if fault == 'error':
+        # Nova leaves ERROR until asked: the owner's hard reboot.
+        demo_nova.servers.reboot(server.id, 'HARD')
+    lifecycle.wait_for(server.id, obs.HEALTHY, ('Nova notification',),
+                       after=found)
 
 
 def test_unwatched_server_is_ignored(admin, demo_nova, lifecycle, server):
-    _inject(admin, server.id, 'power_off')
-    cloud.wait_server_status(demo_nova, server.id, 'SHUTOFF')
+    faults.break_server(admin, server.id, 'power_off')
+    cloud.wait_server_status(demo_nova, server.id, 'SHUTOFF',
+                             timeout=NOVA_SYNC_TIMEOUT)
     time.sleep(1)
     assert not [o for o in lifecycle.seen if o.server_id == server.id]
 
 
+# The health URL of each guest is the local deployment's (the fault
+# driver's, through fakecloud's health port).
+@pytest.mark.guest_operation_faults
 def test_hang_seen_through_poll_url(admin, server):
-    health_url = _inject(admin, server.id, 'reset')['health_url']
-    template = health_url.replace(server.id, '{id}')
+    health_url = h.FAKECLOUD_HEALTH_URL.format(id=server.id)
+    template = h.FAKECLOUD_HEALTH_URL
     host = urllib.parse.urlsplit(health_url).hostname
     # Only the health endpoints' address and port, as the deployment has.
     endpoint = [urllib.parse.urlsplit(health_url).netloc]
@@ -132,18 +162,18 @@ def test_hang_seen_through_poll_url(admin, server):
         assert refused.verdict == obs.UNKNOWN
         assert host in refused.reason
 
-        _inject(admin, server.id, 'hang')
+        faults.break_server(admin, server.id, 'hang')
         started = time.monotonic()
         assert checker.submit(target, options)
         assert time.monotonic() - started < 0.5
         assert not checker.submit(target, options)
-        found = seen.wait_for(server.id, obs.UNHEALTHY, 'no answer within')
+        found = seen.wait_for(server.id, obs.UNHEALTHY, ('no answer within',))
         assert found.source == obs.NODE_STATUS_POLL_URL
 
-        _inject(admin, server.id, 'reset')
+        faults.break_server(admin, server.id, 'reset')
         assert checker.submit(target, options)
-        seen.wait_for(server.id, obs.HEALTHY, 'answered 200')
+        seen.wait_for(server.id, obs.HEALTHY, ('answered 200',))
     finally:
         checker.stop()
         refusing.stop()
-        _inject(admin, server.id, 'reset')
+        faults.break_server(admin, server.id, 'reset')
