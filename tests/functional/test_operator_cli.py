@@ -24,17 +24,9 @@ EVENTS_ONLY = [{'type': 'LIFECYCLE_EVENTS'}]
 
 @pytest.fixture(scope='module')
 def second_engine(demo, tmp_path_factory):
-    """A second engine of the local deployment: the policies are shared.
-
-    Elsewhere the deployment's own engines are all there are.
-    """
-    if not h.local_deployment():
-        yield None
-        return
-    engine = engines.Engine(tmp_path_factory.mktemp('operator-cli'),
-                            'operator-peer').start(demo)
-    yield engine
-    engine.kill()
+    """A second engine: the policies are shared."""
+    with engines.peer(demo, tmp_path_factory, 'operator-peer') as engine:
+        yield engine
 
 
 def _health(user, *args):
