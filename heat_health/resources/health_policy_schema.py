@@ -76,8 +76,10 @@ class HealthPolicySchema(object):
 
     _ACTION_KEYS = (ACTION_NAME, ACTION_PARAMS) = ('name', 'params')
 
-    ACTION_NAMES = (REBOOT, REBUILD, START, UNPAUSE, RESUME, RECREATE) = (
-        'REBOOT', 'REBUILD', 'START', 'UNPAUSE', 'RESUME', 'RECREATE')
+    ACTION_NAMES = (REBOOT, REBUILD, START, UNPAUSE, RESUME, RECREATE,
+                    EVACUATE) = (
+        'REBOOT', 'REBUILD', 'START', 'UNPAUSE', 'RESUME', 'RECREATE',
+        'EVACUATE')
     REBOOT_TYPES = ('SOFT', 'HARD')
     RECOVERY_MODES = (HEAL, OBSERVE) = ('HEAL', 'OBSERVE')
     FENCING_SERVICES = ('COMPUTE',)
@@ -212,7 +214,13 @@ class HealthPolicySchema(object):
                       'SOFT|HARD}; RECREATE takes {launch_before_terminate: '
                       'true} to keep the server\'s load balancer members '
                       'serving until the new server replaces it (no '
-                      'drain; not with fencing). Without it, the cheapest '
+                      'drain; not with fencing). EVACUATE has Nova '
+                      'rebuild the server on another host, keeping its '
+                      'id, ports and volumes (an admin action, asked as '
+                      'heat-health-engine\'s own user): only for a server '
+                      'whose compute host is forced down, which it takes '
+                      'instead of RECREATE; other servers skip it, so an '
+                      'action must follow it. Without it, the cheapest '
                       'action that fits the state Nova reports (paused: '
                       'UNPAUSE, '
                       'stopped: START, suspended: RESUME), then REBOOT, '
@@ -470,6 +478,12 @@ class HealthPolicySchema(object):
             if not isinstance(early, bool):
                 self._invalid(_('%s must be true or false') %
                               LAUNCH_BEFORE_TERMINATE, *path)
+            if (action[self.ACTION_NAME] == self.EVACUATE and
+                    index == len(actions) - 1):
+                self._invalid(_('EVACUATE heals only servers whose host is '
+                                'down: an action must follow it for the '
+                                'others'), self.RECOVERY,
+                              self.RECOVERY_ACTIONS, index)
             if early and recovery[self.FENCING]:
                 self._invalid(_('%s keeps the old server serving, which '
                                 'fencing stops first: use one or the '

@@ -61,9 +61,12 @@ LADDERS = (
      {'name': 'RECREATE'}],
     [{'name': 'REBUILD'}, {'name': 'RECREATE'}],
     [{'name': 'RECREATE'}],
+    [{'name': 'REBOOT', 'params': {'type': 'HARD'}}, {'name': 'EVACUATE'},
+     {'name': 'RECREATE'}],
+    [{'name': 'EVACUATE'}, {'name': 'START'}],
 )
 NOVA_CALLS = ('get', 'start', 'stop', 'reboot', 'rebuild', 'unpause',
-              'resume')
+              'resume', 'evacuate')
 # The Nova actions are named too: a kill right after Nova accepted one
 # (before its outcome is stored) is where an action is most easily sent
 # twice.

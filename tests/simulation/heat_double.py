@@ -559,6 +559,10 @@ class HeatDouble(object):
         self._enter('nova_client', stack_id)
         return self.nova.client('recovery', stack_id)
 
+    def admin_nova_client(self, stack_id):
+        self._enter('admin_nova_client', stack_id)
+        return self.nova.client('recovery', stack_id, admin=True)
+
     def octavia_client(self, stack_id):
         self._enter('octavia_client', stack_id)
         return self.octavia.client('recovery')

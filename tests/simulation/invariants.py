@@ -86,6 +86,7 @@ NOT_REPORTING_SECONDS = getattr(compute_hosts, 'FRESH_SECONDS', 1.0) + 1
 # The policy action a Nova action of recovery belongs to.
 ACTION_OF = {'start': 'START', 'reboot': 'REBOOT', 'rebuild': 'REBUILD',
              'unpause': 'UNPAUSE', 'resume': 'RESUME', 'stop': 'RECREATE',
+             'evacuate': 'EVACUATE',
              'delete': 'RECREATE', 'force_delete': 'RECREATE'}
 # What is owed, by kind: (pool or stack, address or resource, weight or
 # server), seconds late, the target, the clean passes.

@@ -223,6 +223,7 @@ class NovaDouble(object):
         self.list_faults = faults_mod.Faults()   # the admin listings
         self.host_faults = faults_mod.Faults()   # the compute hosts' one
         self.caller = None         # root stack of the client calling now
+        self.admin = False         # whether that client is an admin's
         self._count = 0
         self.hosts = collections.OrderedDict(
             (name, Host(name, clock())) for name in HOSTS)
@@ -296,13 +297,14 @@ class NovaDouble(object):
                    vm_state='active', power_state=RUNNING)
         return server_id
 
-    def _schedule(self):
+    def _schedule(self, avoid=None):
         """The UP host after the one used last (alternating), or None."""
         names = list(self.hosts)
         start = (names.index(self._last_host) + 1 if self._last_host
                  else 0)
         for name in names[start:] + names[:start]:
-            if self.hosts[name].shown(self._clock())[0] == UP:
+            if name != avoid and self.hosts[name].shown(
+                    self._clock())[0] == UP:
                 self._last_host = name
                 return name
         return None
@@ -487,9 +489,13 @@ class NovaDouble(object):
 
     # The API, as a stack owner's novaclient reaches it
 
-    def client(self, actor='recovery', stack_id=None):
-        """A client; ``stack_id``: the stack whose owner's trust it has."""
-        return _Client(self, actor, stack_id)
+    def client(self, actor='recovery', stack_id=None, admin=False):
+        """A client; ``stack_id``: the stack whose owner's trust it has.
+
+        ``admin``: an admin's (heat-health-engine's own user), acting for
+        that stack's recovery.
+        """
+        return _Client(self, actor, stack_id, admin)
 
     def _call(self, actor, call, server_id, *args):
         self.faults.check(faults_mod.BEFORE, call, server_id)
@@ -596,6 +602,32 @@ class NovaDouble(object):
         self._busy(server, 'deleting', DURATIONS['delete'], deleted=True,
                    vm_state='deleted', power_state=NOSTATE)
 
+    def _api_evacuate(self, actor, server_id):
+        """Rebuilt on another host, same id and ports (admin only).
+
+        Nova evacuates only from a compute it takes for down (else 400),
+        a server active, stopped or in error with no task; the scheduler
+        picks an UP host, and with none the conductor sets the server
+        ERROR where it is.
+        """
+        if not self.admin:
+            raise nova_exc.Forbidden(403, 'Policy does not allow '
+                                     'os_compute_api:os-evacuate')
+        server = self._live(server_id)
+        if self._shown_up(server):
+            raise nova_exc.BadRequest(400, 'Compute service of %s is still '
+                                      'in use.' % server.host)
+        self._check(server, 'evacuate', ('active', 'stopped', 'error'))
+        self._accept(actor, server, 'evacuate')
+        source, server.host = server.host, None
+        server.host = self._schedule(avoid=source)
+        if server.host is None:
+            server.host = source
+            self._set(server, vm_state='error', task_state=None)
+            return
+        self._busy(server, 'rebuilding', DURATIONS['rebuild'],
+                   vm_state='active', power_state=RUNNING)
+
     def _api_force_delete(self, actor, server_id):
         server = self._live(server_id)
         self._check(server, 'forceDelete', ('soft-delete',),
@@ -663,18 +695,19 @@ class _Resource(object):
 
 
 class _Servers(object):
-    def __init__(self, nova, actor, stack_id=None):
+    def __init__(self, nova, actor, stack_id=None, admin=False):
         self._nova = nova
         self._actor = actor
         self._stack_id = stack_id
+        self._admin = admin
 
     def _do(self, call, server, *args):
         server_id = getattr(server, 'id', server)
-        self._nova.caller = self._stack_id
+        self._nova.caller, self._nova.admin = self._stack_id, self._admin
         try:
             return self._nova._call(self._actor, call, server_id, *args)
         finally:
-            self._nova.caller = None
+            self._nova.caller, self._nova.admin = None, False
 
     def get(self, server):
         return self._do('get', server)
@@ -703,12 +736,15 @@ class _Servers(object):
     def force_delete(self, server):
         return self._do('force_delete', server)
 
+    def evacuate(self, server):
+        return self._do('evacuate', server)
+
 
 class _Client(object):
     """A python-novaclient Client, as far as NovaActions uses one."""
 
-    def __init__(self, nova, actor, stack_id=None):
-        self.servers = _Servers(nova, actor, stack_id)
+    def __init__(self, nova, actor, stack_id=None, admin=False):
+        self.servers = _Servers(nova, actor, stack_id, admin)
 
 
 class _Listing(object):

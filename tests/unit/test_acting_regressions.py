@@ -464,6 +464,28 @@ def test_a_server_that_heals_then_fails_again_waits_its_back_off(
     assert (second.at - healed).total_seconds() >= 10
 
 
+def test_a_server_someone_started_is_not_rebooted_on_a_stale_verdict(
+        make_world):
+    """Stopped, found UNHEALTHY; an operator starts it before news comes.
+
+    Nova shows it ACTIVE and running when recovery is about to act on a
+    verdict only Nova gave: no action, the detectors look again, and the
+    server is HEALTHY. It was rebooted (the ladder's rung for an ACTIVE
+    server), seen on real Nova after a brake let go.
+    """
+    w = make_world(servers=3, pool=False)
+    _watching(w)
+    _fails(w, 0)
+    w.nova.client('user').servers.start(w.server_id(0))
+    w.advance(nova_double.DURATIONS['start'] + 1)
+    _recovery_pass(w.engines[0])
+    assert _nova(w) == []
+    w.run_until(lambda: w.state(0) == 'HEALTHY')
+    w.run(VERIFY)
+    assert _nova(w) == []
+    assert w.state(0) == 'HEALTHY'
+
+
 # Compute hosts that stop reporting or are forced down
 
 
@@ -601,6 +623,56 @@ def test_a_server_on_a_host_forced_down_is_recreated_without_a_stop(
     assert w.host_of(1) != host
     assert w.nova.find(old).deleted
     assert [w.state(i) for i in range(3)] == ['HEALTHY'] * 3
+
+
+def test_a_server_on_a_host_forced_down_is_evacuated_once(make_world):
+    """EVACUATE in the ladder: Nova rebuilds it elsewhere, same server.
+
+    Asked once, as heat-health-engine's own (admin) user; the server
+    keeps its id and addresses, the load balancer's member with them, and
+    Heat replaces nothing.
+    """
+    w = make_world(servers=3, pool=True, weight=5, policy={'recovery': {
+        'actions': [{'name': 'EVACUATE'}, {'name': 'RECREATE'}]}})
+    _watching(w)
+    server_id, host = w.server_id(1), w.host_of(1)
+    address = w.server(1).addresses[0]
+    w.host_forced_down(host)
+    w.run_until(lambda: w.state(1) == 'HEALTHY' and w.host_of(1) != host,
+                seconds=180)
+    w.run(VERIFY)
+    assert _nova(w) == [('evacuate', None)]
+    assert [a.stack_id for a in w.accepted()] == [w.policies[0].stack_id]
+    assert w.server_id(1) == server_id
+    assert w.heat.replacements == []
+    assert w.weights()[address] == 5
+    assert [w.state(i) for i in range(3)] == ['HEALTHY'] * 3
+
+
+def test_evacuate_is_passed_over_for_a_server_whose_host_is_up(make_world):
+    """Nova evacuates only from a host that is down: the next rung."""
+    w = make_world(servers=3, pool=False, policy={'recovery': {
+        'actions': [{'name': 'EVACUATE'}, {'name': 'START'}]}})
+    _watching(w)
+    _fails(w, 0)
+    w.run_until(lambda: w.state(0) == 'HEALTHY')
+    assert _nova(w) == [('start', None)]
+
+
+def test_an_evacuation_nova_refuses_escalates_to_recreate(make_world):
+    """A paused server is not Nova's to evacuate (409): RECREATE next."""
+    w = make_world(servers=3, pool=False, policy={'recovery': {
+        'actions': [{'name': 'EVACUATE'}, {'name': 'RECREATE'}]}})
+    _watching(w)
+    old, host = w.server_id(1), w.host_of(1)
+    w.break_server(1, 'PAUSED')
+    w.host_forced_down(host)
+    w.run_until(lambda: w.server_id(1) != old and w.state(1) == 'HEALTHY',
+                seconds=180)
+    assert [a.action for a in w.nova.refused] == ['evacuate']
+    # RECREATE: the old server deleted (its host is down), a new one.
+    assert _nova(w) == [('delete', None)]
+    assert w.nova.find(old).deleted
 
 
 def test_an_attempt_whose_host_stops_while_it_drains_waits_for_the_host(

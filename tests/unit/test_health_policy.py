@@ -247,6 +247,14 @@ class HealthPolicyTestCase(base.HeatHealthTestCase):
         self.assertIn('launch_before_terminate keeps the old server serving',
                       msg)
 
+    def test_evacuate_needs_an_action_after_it(self):
+        stack = self._stack(recovery={'actions': [
+            {'name': 'EVACUATE'}, {'name': 'RECREATE'}]})
+        self.assertIsNone(stack['policy'].validate())
+        msg = self._invalid(recovery={'actions': [
+            {'name': 'REBOOT'}, {'name': 'EVACUATE'}]})
+        self.assertIn('EVACUATE heals only servers whose host is down', msg)
+
     def test_depends_on_targets(self):
         stack = self._stack()
         self.assertIn(stack['policy'],

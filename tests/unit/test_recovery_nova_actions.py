@@ -14,6 +14,7 @@ import requests
 from requests import adapters
 from requests import structures
 
+from heat_health.common import nova_adapter
 from heat_health.engine.recovery import nova_actions
 
 NOVA = 'http://nova.test/v2.1'
@@ -82,12 +83,12 @@ class FakeNova(adapters.BaseAdapter):
                 if p.startswith('/v2.1/')]
 
 
-def _client(fake, auth=None):
+def _client(fake, auth=None, version='2.1'):
     http = requests.Session()
     http.mount('http://', fake)
     auth = auth or token_endpoint.Token(NOVA, 'a-token')
     session = ks_session.Session(auth=auth, session=http)
-    return nova_client.Client('2.1', session=session)
+    return nova_client.Client(version, session=session)
 
 
 @pytest.fixture
@@ -159,11 +160,32 @@ def test_no_rebuild_without_an_image(fake, actions):
 
 
 @pytest.mark.parametrize('name,params', [
-    ('RECREATE', None), ('EVACUATE', None), ('REBOOT', {'type': 'WARM'})])
+    ('RECREATE', None), ('MIGRATE', None), ('REBOOT', {'type': 'WARM'})])
 def test_unknown_actions_are_not_sent(fake, actions, name, params):
     with pytest.raises(ValueError):
         actions.run(SERVER, name, params)
     assert fake.sent() == []
+
+
+def test_evacuate_leaves_the_host_to_nova_s_scheduler(fake):
+    """As heat-health-engine's own client (the adapter's microversion)."""
+    actions = nova_actions.NovaActions(_client(
+        fake, version=nova_adapter.NOVA_API_VERSION))
+    fake.answers[('POST', ACTION_PATH)] = (200, {})
+    assert actions.run(SERVER, 'EVACUATE') is None
+    assert fake.sent() == [('POST', ACTION_PATH, {'evacuate': {}})]
+
+
+def test_an_evacuation_from_a_host_nova_takes_for_up_is_refused(fake):
+    actions = nova_actions.NovaActions(_client(
+        fake, version=nova_adapter.NOVA_API_VERSION))
+    reason = 'Compute service of compute1 is still in use.'
+    fake.answers[('POST', ACTION_PATH)] = (400, _fault(
+        'badRequest', 400, reason))
+    with pytest.raises(nova_actions.ActionRefused) as e:
+        actions.run(SERVER, 'EVACUATE')
+    assert reason in str(e.value)
+    assert 'HTTP 400' in str(e.value)
 
 
 def test_refused(fake, actions):

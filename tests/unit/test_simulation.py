@@ -187,6 +187,6 @@ def test_the_checker_sees_a_replaced_servers_member_restored(monkeypatch):
     def everyone(self, stack_id, drained, server_id=None):
         return restore(self, stack_id, drained)
     monkeypatch.setattr(lb_drain.Drainer, 'restore', everyone)
-    result = explore.explore(51166, 200)
+    result = explore.explore(51380, 200)
     assert result.violation is not None and (
         'was replaced' in result.violation), result.report()

@@ -179,6 +179,10 @@ class Tracker(state_writes.StateWrites):
         if self.on_look_again is not None:
             self.on_look_again(server_id)
 
+    def look_again(self, server_id):
+        """Have the detectors report on the server at their next look."""
+        self._look_again(server_id)
+
     def is_watched(self, server_id):
         """Cheap: called for every notification about any server."""
         return server_id in self._by_server

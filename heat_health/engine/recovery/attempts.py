@@ -13,16 +13,21 @@ from oslo_log import log as logging
 from heat_health.common import power_states
 from heat_health.db import api as db_api
 from heat_health.engine.monitor import compute_hosts
+from heat_health.engine.monitor import nova_status
 from heat_health.engine.monitor import states
 from heat_health.engine.pools import lb_drain
 from heat_health.engine.recovery import nova_actions
 from heat_health.engine.recovery import planner
 from heat_health.engine.recovery import recreate
 from heat_health.engine.recovery import settled_state
+from heat_health.policy import observation as obs
 
 LOG = logging.getLogger(__name__)
 
 RECREATE = 'RECREATE'
+EVACUATE = settled_state.EVACUATE
+# Detection modes that report what Nova shows.
+NOVA_SOURCES = frozenset([obs.LIFECYCLE_EVENTS, obs.NODE_STATUS_POLLING])
 INTENT, FENCED = recreate.INTENT, recreate.FENCED
 ISSUING, ISSUED, ESCALATE = 'issuing', 'issued', 'escalate'
 # Seconds before a restore put off (the pool follower has not swapped the
@@ -73,8 +78,15 @@ class AttemptStages(object):
 
     @staticmethod
     def _allowed(policy, name):
+        """Whether the policy lets recovery use the action.
+
+        EVACUATE only where the policy names it: it needs rights the
+        stack's owner may not have, and a host down.
+        """
         actions = policy.spec.recovery.actions
-        return not actions or name in {a[0] for a in actions}
+        if not actions:
+            return name != EVACUATE
+        return name in {a[0] for a in actions}
 
     def _choose(self, policy, found, step, host_down=None):
         """(ladder, index, action) for this attempt.
@@ -85,8 +97,10 @@ class AttemptStages(object):
         So does an ACTIVE server whose guest is not running: a hard reboot
         instead of a soft one (which needs a running guest) or of a start,
         unpause or resume (which Nova refuses on an ACTIVE server). A
-        server on a host forced down (``host_down``) is RECREATEd, if the
-        policy allows it: no action on that host can heal it.
+        server on a host forced down (``host_down``) is EVACUATEd where the
+        ladder has not passed that rung, else RECREATEd, if the policy
+        allows it: no action on that host can heal it. Elsewhere EVACUATE
+        is passed over: Nova evacuates only from a host that is down.
         """
         spec = policy.spec.recovery
         if spec.actions:
@@ -97,6 +111,9 @@ class AttemptStages(object):
             ladder = [tuple(a) for a in settled_state.default_ladder(
                 found.vm_state, found.task_state, found.power_state)]
         index = min(step, len(ladder) - 1)
+        while (not host_down and ladder[index][0] == EVACUATE and
+               index < len(ladder) - 1):
+            index += 1
         action = ladder[index]
         if found is not None and found.task_state:
             stuck = tuple(settled_state.stuck_action(
@@ -108,9 +125,13 @@ class AttemptStages(object):
                                        found.power_state) and
               self._allowed(policy, settled_state.REBOOT)):
             action = (settled_state.REBOOT, {'type': settled_state.HARD})
-        if (host_down and action[0] != RECREATE and
+        names = [a[0] for a in ladder]
+        if (host_down and EVACUATE in names and
+                step <= names.index(EVACUATE)):
+            index = names.index(EVACUATE)
+            action = ladder[index]
+        elif (host_down and action[0] != RECREATE and
                 self._allowed(policy, RECREATE)):
-            names = [a[0] for a in ladder]
             if RECREATE not in names:
                 ladder.append((RECREATE, {}))
                 names.append(RECREATE)
@@ -139,6 +160,26 @@ class AttemptStages(object):
         return 'Nova is carrying out task %s on the server' % (
             found.task_state)
 
+    def _nova_says_running(self, target, found):
+        """Why a verdict only Nova gave, that Nova now denies, waits.
+
+        The server failed as Nova showed it (its notifications, its
+        status), and Nova now shows it ACTIVE and running with no task:
+        someone started it meanwhile, and the news has not reached the
+        target yet. Acting would reboot a running server; its detectors
+        are asked to look again instead.
+        """
+        sources = {v.source for v in list(target.verdicts.values())
+                   if v.verdict == obs.UNHEALTHY}
+        if (found is None or found.task_state or not sources or
+                not sources <= NOVA_SOURCES or (nova_status.verdict(
+                    found.status, found.power_state) or (None,))[0] !=
+                obs.HEALTHY):
+            return None
+        self.tracker.look_again(target.server_id)
+        return 'Nova shows the server %s and running since %s said it ' \
+            'failed' % (found.status, ', '.join(sorted(sources)))
+
     def _start(self, policy, target, step):
         spec = policy.spec.recovery
         held = self._not_now(policy, before_mark=True)
@@ -162,8 +203,9 @@ class AttemptStages(object):
             return
         host_down = (place[0] if place is not None and
                      place[1] == compute_hosts.DOWN else None)
-        busy = None if host_down else self._nova_busy(
-            target, found, since=_escalated_from(target))
+        busy = None if host_down else (
+            self._nova_busy(target, found, since=_escalated_from(target)) or
+            self._nova_says_running(target, found))
         if busy:
             self.timeline.hold(policy, target, 'not now: %s' % busy,
                                self._clock())
@@ -280,6 +322,9 @@ class AttemptStages(object):
             if not self._store_stage(target, recovery, None):
                 return
         if recovery.get('stage') == ISSUING:
+            if recovery.get('action') == EVACUATE:
+                nova = nova_actions.NovaActions(
+                    self.replacer.admin_nova_client(policy.stack_id))
             self._issue(policy, target, nova, recovery)
 
     def _not_reporting(self, policy, target):

@@ -7,8 +7,9 @@ recovery treats differently:
 
 * ``ServerGone`` (404): the server no longer exists; recreate it, or,
   when fencing, it is dead for sure;
-* ``ActionRefused`` (409): Nova will not do this in the server's state
-  (a task is set, wrong vm_state, locked); another action may work;
+* ``ActionRefused`` (409; 400 for an evacuation, whose compute Nova
+  still takes for up): Nova will not do this in the server's state (a
+  task is set, wrong vm_state, locked); another action may work;
 * ``NovaActionFailed``: Nova could not be asked or failed (5xx, timeout,
   no endpoint, bad credentials, any other HTTP error); it says nothing
   about the server, so the same action may be retried later.
@@ -31,8 +32,8 @@ ServerStatus = collections.namedtuple(
 the image it was built from (None when it boots from a volume) and
 ``updated`` (Nova's ISO 8601 time of the last change)."""
 
-ACTIONS = (START, STOP, UNPAUSE, RESUME, REBOOT, REBUILD) = (
-    'START', 'STOP', 'UNPAUSE', 'RESUME', 'REBOOT', 'REBUILD')
+ACTIONS = (START, STOP, UNPAUSE, RESUME, REBOOT, REBUILD, EVACUATE) = (
+    'START', 'STOP', 'UNPAUSE', 'RESUME', 'REBOOT', 'REBUILD', 'EVACUATE')
 REBOOT_TYPES = ('SOFT', 'HARD')
 
 
@@ -64,13 +65,14 @@ class NovaActions(object):
     def __init__(self, client):
         self._client = client
 
-    def _call(self, what, server_id, func, *args):
+    def _call(self, what, server_id, func, *args, refusals=(
+            nova_exc.Conflict,)):
         try:
             return func(*args)
         except nova_exc.NotFound as e:
             raise ServerGone('server %s not found: %s' % (
                 server_id, _reason(e)))
-        except nova_exc.Conflict as e:
+        except refusals as e:
             raise ActionRefused('Nova refused %s of server %s: %s' % (
                 what, server_id, _reason(e)))
         except (nova_exc.ClientException, ks_exc.ClientException,
@@ -99,7 +101,9 @@ class NovaActions(object):
 
         :param name: START, UNPAUSE, RESUME, REBOOT (params
             ``{'type': 'SOFT'|'HARD'}``, SOFT by default), REBUILD (with
-            the image the server has now) or STOP (fencing).
+            the image the server has now), EVACUATE (rebuilt by Nova on
+            another host, with its ports and volumes; needs an admin
+            client and a host Nova takes for down) or STOP (fencing).
         :raises ValueError: for an unknown action or reboot type (RECREATE
             is not a Nova action: Heat replaces the server).
         :raises ActionRefused: also for REBUILD of a server that boots
@@ -124,13 +128,17 @@ class NovaActions(object):
             call, args = servers.rebuild, (server_id, image_id)
         else:
             simple = {START: servers.start, STOP: servers.stop,
-                      UNPAUSE: servers.unpause, RESUME: servers.resume}
+                      UNPAUSE: servers.unpause, RESUME: servers.resume,
+                      EVACUATE: servers.evacuate}
             if action not in simple:
                 raise ValueError('Unknown Nova action %r' % name)
             label = action
             call, args = simple[action], (server_id,)
         LOG.info('Asking Nova for %s of server %s', label, server_id)
-        self._call(label, server_id, call, *args)
+        refusals = (nova_exc.Conflict,)
+        if action == EVACUATE:
+            refusals += (nova_exc.BadRequest,)
+        self._call(label, server_id, call, *args, refusals=refusals)
 
     def force_delete(self, server_id):
         """Delete the server for good (fencing before a recreate).

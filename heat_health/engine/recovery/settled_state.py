@@ -30,8 +30,9 @@ power names of versioned notifications are accepted as well.
 from heat_health.common import power_states
 
 # Recovery actions, as a health policy names them.
-ACTIONS = (REBOOT, REBUILD, START, UNPAUSE, RESUME, RECREATE) = (
-    'REBOOT', 'REBUILD', 'START', 'UNPAUSE', 'RESUME', 'RECREATE')
+ACTIONS = (REBOOT, REBUILD, START, UNPAUSE, RESUME, RECREATE, EVACUATE) = (
+    'REBOOT', 'REBUILD', 'START', 'UNPAUSE', 'RESUME', 'RECREATE',
+    'EVACUATE')
 REBOOT_TYPES = (SOFT, HARD) = ('SOFT', 'HARD')
 
 # vm_states, spelt as Nova stores them (soft delete is 'soft-delete').

@@ -13,6 +13,7 @@ import threading
 from heat.common import context as heat_context
 from heat.engine import stack as parser
 
+from heat_health.common import nova_adapter
 from heat_health.engine.recovery import heat_rows
 
 # Seconds a stack's stored context, and with it one trust-scoped token for
@@ -62,6 +63,7 @@ class OwnerContexts(object):
         self._creds_of = {}   # stack id -> (user_creds id, expiry)
         self._contexts_lock = threading.Lock()
         self._making = collections.defaultdict(threading.Lock)
+        self._admin_nova = None
 
     @staticmethod
     def _load(ctxt, stack_id, load_template=True):
@@ -126,6 +128,19 @@ class OwnerContexts(object):
         and project as for the stack's servers.
         """
         return self._client(stack_id, 'nova')
+
+    def admin_nova_client(self, stack_id):
+        """A novaclient as heat-health-engine's own user.
+
+        For what a stack's owner may not ask of Nova: an evacuation is an
+        admin's by Nova's default policy. The credentials are the ones
+        servers are listed with (``nova_auth_section``); ``stack_id`` only
+        says whose recovery asks.
+        """
+        with self._contexts_lock:
+            if self._admin_nova is None:
+                self._admin_nova = nova_adapter.NovaAdapter().client
+            return self._admin_nova
 
     def octavia_client(self, stack_id):
         """An OctaviaAPI acting as the stack's owner (its stored trust)."""
