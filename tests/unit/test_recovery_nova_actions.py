@@ -91,6 +91,12 @@ def _client(fake, auth=None, version='2.1'):
     return nova_client.Client(version, session=session)
 
 
+def _admin_actions(fake):
+    """NovaActions on heat-health-engine's own (admin) client."""
+    return nova_actions.NovaActions(_client(
+        fake, version=nova_adapter.NOVA_API_VERSION))
+
+
 @pytest.fixture
 def fake():
     return FakeNova()
@@ -169,16 +175,14 @@ def test_unknown_actions_are_not_sent(fake, actions, name, params):
 
 def test_evacuate_leaves_the_host_to_nova_s_scheduler(fake):
     """As heat-health-engine's own client (the adapter's microversion)."""
-    actions = nova_actions.NovaActions(_client(
-        fake, version=nova_adapter.NOVA_API_VERSION))
+    actions = _admin_actions(fake)
     fake.answers[('POST', ACTION_PATH)] = (200, {})
     assert actions.run(SERVER, 'EVACUATE') is None
     assert fake.sent() == [('POST', ACTION_PATH, {'evacuate': {}})]
 
 
 def test_an_evacuation_from_a_host_nova_takes_for_up_is_refused(fake):
-    actions = nova_actions.NovaActions(_client(
-        fake, version=nova_adapter.NOVA_API_VERSION))
+    actions = _admin_actions(fake)
     reason = 'Compute service of compute1 is still in use.'
     fake.answers[('POST', ACTION_PATH)] = (400, _fault(
         'badRequest', 400, reason))
