@@ -181,26 +181,21 @@ def test_evacuate_leaves_the_host_to_nova_s_scheduler(fake):
     assert fake.sent() == [('POST', ACTION_PATH, {'evacuate': {}})]
 
 
-def test_an_evacuation_from_a_host_nova_takes_for_up_is_refused(fake):
-    actions = _admin_actions(fake)
-    reason = 'Compute service of compute1 is still in use.'
-    fake.answers[('POST', ACTION_PATH)] = (400, _fault(
-        'badRequest', 400, reason))
+@pytest.mark.parametrize('name,code,kind,reason,admin', [
+    ('START', 409, 'conflictingRequest',
+     "Cannot 'start' instance %s while it is in vm_state active" % SERVER,
+     False),
+    # Nova evacuates only from a compute it takes for down.
+    ('EVACUATE', 400, 'badRequest',
+     'Compute service of compute1 is still in use.', True)])
+def test_refused(fake, actions, name, code, kind, reason, admin):
+    if admin:
+        actions = _admin_actions(fake)
+    fake.answers[('POST', ACTION_PATH)] = (code, _fault(kind, code, reason))
     with pytest.raises(nova_actions.ActionRefused) as e:
-        actions.run(SERVER, 'EVACUATE')
+        actions.run(SERVER, name)
     assert reason in str(e.value)
-    assert 'HTTP 400' in str(e.value)
-
-
-def test_refused(fake, actions):
-    reason = ("Cannot 'start' instance %s while it is in vm_state active"
-              % SERVER)
-    fake.answers[('POST', ACTION_PATH)] = (409, _fault(
-        'conflictingRequest', 409, reason))
-    with pytest.raises(nova_actions.ActionRefused) as e:
-        actions.run(SERVER, 'START')
-    assert reason in str(e.value)
-    assert 'HTTP 409' in str(e.value)
+    assert 'HTTP %d' % code in str(e.value)
     assert 'req-fake-1' in str(e.value)
 
 
