@@ -188,6 +188,14 @@ monitor_opts = [
                       'claim policies, run the detectors that are due, '
                       'end graces. Policy intervals are checked at this '
                       'granularity.'),
+    cfg.BoolOpt('log_poll_costs',
+                default=False,
+                help='Log one line per status poll cycle with what the '
+                     'engine spent since the previous one: Nova requests, '
+                     'CPU seconds (monitor loop and whole process), '
+                     'database statements and rows written, resident '
+                     'memory, poll URL checks started and how late they '
+                     'started. For sizing a deployment; off by default.'),
     cfg.IntOpt('node_status_resync_cycles',
                default=10, min=1,
                help='Every this many status polls a full listing of all '

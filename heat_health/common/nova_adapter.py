@@ -129,6 +129,8 @@ class NovaAdapter(object):
         self._conf = conf
         self._client = client
         self.requests = 0
+        # Of which listings of servers (the poll's cost in Nova).
+        self.server_lists = 0
 
     @property
     def client(self):
@@ -143,6 +145,8 @@ class NovaAdapter(object):
 
     def _get(self, params, path='/servers/detail', key='servers'):
         self.requests += 1
+        if key == 'servers':
+            self.server_lists += 1
         url = path + '?' + parse.urlencode(params, doseq=True)
         try:
             _resp, body = self.client.client.get(url)

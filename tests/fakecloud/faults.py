@@ -26,6 +26,8 @@ _SLOW = ('slow_api', 'slow_actions')
 _TIMED = ('power_off', 'pause', 'suspend', 'shutdown', 'crash_to_error',
           'hang', 'stuck_task')
 DEFAULT_SLOW_DELAY = 2.0
+# Most servers one bulk creation makes.
+BULK_MAX = 100000
 
 # Nova's task states stuck_task accepts, each with the vm_state a server
 # has when the operation that sets it starts (the default vm_state).  Left
@@ -85,6 +87,7 @@ class Faults(object):
         router.add('POST', '/fault', self.inject_api_fault)
         router.add('GET', '/servers/{server_id}', self.show_server)
         router.add('POST', '/servers/{server_id}/fault', self.inject)
+        router.add('POST', '/servers', self.create_servers)
         router.add('GET', '/stats', self.stats)
         router.add('GET', '/timeline', self.timeline)
 
@@ -254,6 +257,40 @@ class Faults(object):
             'health_url': self.health_url % server.id,
         }
 
+    def create_servers(self, req, ctx):
+        """POST /servers {count, project_id, name_prefix}: a fleet at once.
+
+        ``count`` servers ACTIVE and running from the start, in
+        ``project_id`` (any id: no Keystone project is needed), with no
+        port and no notification, as if booted long ago: for benchmarks
+        of fleets too large to boot through the API. Answers their ids.
+        """
+        body = http.json_body(req, lambda m: _error(400, m))
+        count = body.get('count')
+        if not isinstance(count, int) or not 1 <= count <= BULK_MAX:
+            raise _error(400, 'count must be an integer from 1 to %d'
+                         % BULK_MAX)
+        project_id = body.get('project_id') or ctx.project_id
+        prefix = body.get('name_prefix') or 'bulk'
+        if not isinstance(project_id, str) or not isinstance(prefix, str):
+            raise _error(400, 'project_id and name_prefix are strings')
+        flavor = self.store.flavors['1']
+        image_id = state.fixed_id('image', 'cirros')
+        ids = []
+        for index in range(count):
+            server = self.store.new_server(
+                project_id, ctx.user_id, '%s-%d' % (prefix, index + 1),
+                flavor, image_id)
+            server.vm_state = 'active'
+            server.task_state = None
+            server.power_state = state.RUNNING
+            server.launched_at = server.created_at
+            server.touch()
+            ids.append(server.id)
+        self.store.record(None, 'bulk_created', count=count,
+                          project_id=project_id)
+        return http.Reply(201, {'servers': ids})
+
     def show_server(self, req, ctx, server_id):
         return http.Reply(200, {'server': self.describe(
             self._find(server_id))})
@@ -268,12 +305,22 @@ class Faults(object):
         if name == 'stuck_task':
             stuck = self._stuck_task(server, body)
             parameters.update(stuck)
+        notify = body.get('notify', True)
+        if not isinstance(notify, bool):
+            raise _error(400, 'notify must be true or false')
+        if not notify:
+            # Its notifications are lost on the way, as a broker that
+            # drops them would lose them: only Nova's API tells.
+            parameters['notify'] = False
         # Before the fault acts: what it causes comes later in the timeline.
         self.store.record(server, 'fault:' + name, parameters=parameters)
         if name in API_FAULTS and name != 'reset':
             self._set_api_fault(server.api_faults, name, duration, delay)
-        else:
+        elif notify:
             self.apply(server, name, stuck)
+        else:
+            with self.notifier.muted(server.id):
+                self.apply(server, name, stuck)
             if duration is not None and name in _TIMED:
                 self.scheduler.call_later(duration, self._expire, server,
                                           server.fault_generation)

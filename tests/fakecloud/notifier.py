@@ -11,6 +11,7 @@ published by one background thread so that a slow or absent broker never
 slows the APIs down.
 """
 
+import contextlib
 import logging
 import queue
 import threading
@@ -225,6 +226,8 @@ class Notifier(object):
         self.published = 0
         self.failed = 0
         self._queue = queue.Queue()
+        # Servers whose news is lost on the way (see Faults.inject).
+        self._muted = set()
         transport = oslo_messaging.get_notification_transport(conf)
         conf.set_default('driver', ['messagingv2'],
                          group='oslo_messaging_notifications')
@@ -241,9 +244,20 @@ class Notifier(object):
     def pending(self):
         return self._queue.qsize()
 
+    @contextlib.contextmanager
+    def muted(self, server_id):
+        """Nothing is sent about this server meanwhile (under the lock)."""
+        self._muted.add(server_id)
+        try:
+            yield
+        finally:
+            self._muted.discard(server_id)
+
     def emit(self, server, context, event_type, kind='InstanceActionPayload',
              fault=None, state_update=None):
         """Queue event_type (e.g. instance.power_off.end) for server."""
+        if server.id in self._muted:
+            return
         priority = 'ERROR' if event_type.endswith('.error') else 'INFO'
         versioned = legacy = None
         if self.format in ('versioned', 'both'):

@@ -27,6 +27,7 @@ from heat_health.engine.monitor import lb_status
 from heat_health.engine.monitor import lifecycle_events
 from heat_health.engine.monitor import listener_workers
 from heat_health.engine.monitor import nova_status
+from heat_health.engine.monitor import poll_costs
 from heat_health.engine.monitor import poll_url
 from heat_health.engine.monitor import routing
 from heat_health.engine.monitor import tracker as tracker_mod
@@ -174,6 +175,8 @@ class Monitor(object):
         self._listener = None
         self._url_checker = (url_checker_factory(self.tracker)
                              if url_checker_factory else None)
+        self._costs = (poll_costs.PollCosts(adapter, self._url_checker)
+                       if conf.heat_health.log_poll_costs else None)
         self._tick = conf.heat_health.monitor_tick
         self._clock = clock
         self._policies = {}      # id -> Policy
@@ -319,9 +322,11 @@ class Monitor(object):
                if p.parsed.polled and self._next_poll.get(p.id, 0) <= now]
         if not due:
             return
-        self.poller.poll()
+        news = self.poller.poll()
         for policy in due:
             self._next_poll[policy.id] = now + policy.parsed.interval
+        if self._costs is not None:
+            self._costs.cycle(len(self.poller.listed), news)
 
     def blind(self, policy_id):
         """Why the policy's observers cannot be trusted now, or None."""
@@ -371,16 +376,21 @@ class Monitor(object):
             return
         for policy in self._policies.values():
             options = policy.parsed.options(obs.NODE_STATUS_POLL_URL)
-            if (options is None or
-                    self._next_url_check.get(policy.id, 0) > now):
+            due = self._next_url_check.get(policy.id)
+            if options is None or (due or 0) > now:
                 continue
-            self._next_url_check[policy.id] = now + policy.parsed.interval
+            # The next one is due an interval after this one was, so
+            # that a late tick does not push every later check back.
+            due = now if due is None or due < now - policy.parsed.interval \
+                else due
+            self._next_url_check[policy.id] = due + policy.parsed.interval
+            due_at = time.monotonic() - (self._clock() - due)
             for target in self._targets.get(policy.id, ()):
                 self._learn(target)
                 self._url_checker.submit(poll_url.Target(
                     target.server_id, target.server_name,
                     list(target.addresses or ()), policy.id,
-                    policy.project_id), options)
+                    policy.project_id, due_at), options)
         self._store_learnt()
 
     def _learn(self, target):

@@ -47,10 +47,16 @@ MAX_BODY = 64 * 1024
 MAX_WARNED = 10000
 
 Target = collections.namedtuple(
-    'Target', ['server_id', 'name', 'addresses', 'policy_id', 'project_id'],
-    defaults=(None, None))
-"""A server to check: its id, name and IP addresses (strings), and the
-policy (and its project) whose check it is."""
+    'Target', ['server_id', 'name', 'addresses', 'policy_id', 'project_id',
+               'due'],
+    defaults=(None, None, None))
+"""A server to check: its id, name and IP addresses (strings), the
+policy (and its project) whose check it is, and when (monotonic clock) the
+check was due, for its lateness."""
+
+# Lateness of the checks started, kept for the cost log (at most this
+# many between two reads).
+MAX_LATENESS_KEPT = 100000
 
 
 class _Attempt(object):
@@ -108,6 +114,11 @@ class PollUrlChecker(object):
         self._due = []
         self._due_changed = threading.Condition(self._lock)
         self._stopped = False
+        # Since the last take_stats(): seconds each first attempt started
+        # after it was due, and checks not started as the previous one
+        # of the same server still ran.
+        self._lateness = []
+        self._skipped = 0
         self._timer = threading.Thread(target=self._retry_when_due,
                                        name='poll-url-retries', daemon=True)
         self._timer.start()
@@ -143,10 +154,21 @@ class PollUrlChecker(object):
         key = (target.policy_id, target.server_id)
         with self._lock:
             if self._stopped or key in self._running:
+                self._skipped += not self._stopped
                 return False
             self._running.add(key)
         self._start(target, dict(rules.DEFAULTS, **options), 0)
         return True
+
+    def take_stats(self):
+        """What started since the last call: counts and lateness (s)."""
+        with self._lock:
+            late, self._lateness = sorted(self._lateness), []
+            skipped, self._skipped = self._skipped, 0
+        return {'started': len(late), 'skipped': skipped,
+                'late_max': late[-1] if late else 0.0,
+                'late_p99': late[int(0.99 * (len(late) - 1))] if late
+                else 0.0}
 
     def running(self, server_id, policy_id=None):
         with self._lock:
@@ -208,6 +230,11 @@ class PollUrlChecker(object):
             self._release(target.project_id)
 
     def _run_attempt(self, target, options, tries):
+        if tries == 0 and target.due is not None:
+            with self._lock:
+                if len(self._lateness) < MAX_LATENESS_KEPT:
+                    self._lateness.append(
+                        max(time.monotonic() - target.due, 0.0))
         try:
             url, refused = self._url(target, options)
             if refused:
