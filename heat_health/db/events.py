@@ -39,6 +39,14 @@ def event_add(events):
                          for e in events])
 
 
+def _event_rows(session):
+    """A query of events as plain rows (read by attribute, like a model).
+
+    Neither ORM instances nor objects: a timeline page holds up to 1,000.
+    """
+    return session.query(*models.Event.__table__.columns)
+
+
 def event_get_after(policy_ids, marker=None, since=None, limit=None):
     """Events of these policies, oldest first.
 
@@ -49,25 +57,20 @@ def event_get_after(policy_ids, marker=None, since=None, limit=None):
         return []
     E = models.Event
     with db_session.facade.reader.using(db_session.Session()) as session:
-        query = session.query(E).filter(E.policy_id.in_(list(policy_ids)))
+        query = _event_rows(session).filter(E.policy_id.in_(list(policy_ids)))
         if marker is not None:
             query = query.filter(E.id > marker)
         if since is not None:
             query = query.filter(E.created_at >= since)
-        rows = query.order_by(E.id.desc()).limit(limit).all()
-        for row in rows:
-            session.expunge(row)
-        return rows[::-1]
+        return query.order_by(E.id.desc()).limit(limit).all()[::-1]
 
 
 def event_get_recent(policy_ids, limit=50):
     """The newest state-change events of these policies, newest first."""
     if not policy_ids:
         return []
+    E = models.Event
     with db_session.facade.reader.using(db_session.Session()) as session:
-        rows = session.query(models.Event).filter(
-            models.Event.policy_id.in_(list(policy_ids))).order_by(
-                models.Event.id.desc()).limit(limit).all()
-        for row in rows:
-            session.expunge(row)
-        return rows
+        return _event_rows(session).filter(
+            E.policy_id.in_(list(policy_ids))).order_by(
+                E.id.desc()).limit(limit).all()

@@ -1,14 +1,16 @@
 """The health report of a stack: what its policies watch and what they saw.
 
 Read from heat-health's tables, so any engine can answer for policies
-another engine watches. Times are ISO 8601 strings in UTC.
+another engine watches. Times are ISO 8601 strings in UTC. Targets and
+events are read as plain rows, not objects: a policy may watch thousands
+of servers, and the report of each must still come within a second.
 """
 
 import collections
+import datetime
 
-from heat_health.objects import event as event_object
+from heat_health.db import api as db_api
 from heat_health.objects import policy as policy_object
-from heat_health.objects import target as target_object
 
 EVENTS_SHOWN = 50
 
@@ -17,7 +19,12 @@ EVENTS_MAX = 1000
 
 
 def _time(value):
-    return value.isoformat() if value is not None else None
+    """ISO 8601 with its offset; a naive time from a row is UTC."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=datetime.timezone.utc)
+    return value.isoformat()
 
 
 def _target(target):
@@ -81,8 +88,8 @@ def health_report(stack_id, events_shown=EVENTS_SHOWN, stack_name=None):
     """{stack_id, stack_name, policies: [...], events: [...newest first]}."""
     policies = policy_object.Policy.get_all_by_stack(stack_id)
     ids = [p.id for p in policies]
-    targets = target_object.Target.get_all_by_policies(ids)
-    events = event_object.Event.get_recent(ids, events_shown)
+    targets = db_api.target_get_shown(ids)
+    events = db_api.event_get_recent(ids, events_shown)
     return {'stack_id': stack_id,
             'stack_name': stack_name,
             'policies': [_policy(p, targets.get(p.id, [])) for p in policies],
@@ -93,7 +100,7 @@ def policies(stack_id, policy_ids):
     """{policies: [...]} of these policies of the stack, as now stored."""
     found = [p for p in policy_object.Policy.get_all_by_stack(stack_id)
              if p.id in policy_ids]
-    targets = target_object.Target.get_all_by_policies([p.id for p in found])
+    targets = db_api.target_get_shown([p.id for p in found])
     return {'policies': [_policy(p, targets.get(p.id, [])) for p in found]}
 
 
@@ -105,12 +112,9 @@ def timeline(stack_id, marker=None, since=None, limit=None):
     """
     policies = policy_object.Policy.get_all_by_stack(stack_id)
     names = {p.id: p.resource_name for p in policies}
-    paths = {t.server_id: t.path
-             for targets in target_object.Target.get_all_by_policies(
-                 list(names)).values()
-             for t in targets}
+    paths = db_api.target_paths(list(names))
     limit = min(limit or EVENTS_MAX, EVENTS_MAX)
-    events = event_object.Event.get_after(list(names), marker, since, limit)
+    events = db_api.event_get_after(list(names), marker, since, limit)
     return {'events': [dict(_event(e), policy=names.get(e.policy_id),
                             path=e.path or paths.get(e.server_id))
                        for e in events]}

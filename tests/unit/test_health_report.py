@@ -9,6 +9,7 @@ from heat.common import exception
 from heat.tests import utils
 import oslo_messaging
 from oslo_utils import timeutils
+import sqlalchemy
 import webob
 
 from heat_health.api import middleware
@@ -311,3 +312,101 @@ class TestEnginePause(test_engine_endpoint.StackTestCase):
                           other)
         self.assertRaises(exception.EntityNotFound, report,
                           '0d9f3c2e-8a8b-4b7e-9f00-1c2d3e4f5a6b', self.ctx)
+
+
+class TestReportOfManyTargets(test_engine_endpoint.StackTestCase):
+    """A policy watching hundreds of servers: rows read, not objects."""
+
+    SERVERS = 300
+
+    def setUp(self):
+        super(TestReportOfManyTargets, self).setUp()
+        self.now = datetime.datetime(2026, 3, 1, 12, 0, 0, 250000)
+        with db_session.facade.writer.using(db_session.Session()) as session:
+            session.add(models.Policy(
+                id='pol-1', stack_id=self.top.id, resource_name='health',
+                project_id='tenant-1', enabled=True, generation=1, spec={}))
+        self._add_targets(range(1))
+
+    def _add_targets(self, numbers):
+        later = self.now + datetime.timedelta(minutes=5)
+        with db_session.facade.writer.using(db_session.Session()) as session:
+            for n in numbers:
+                failing = n % 10 == 0
+                session.add(models.Target(
+                    policy_id='pol-1', server_id='srv-%04d' % n,
+                    stack_id=self.top.id, resource_name='web%04d' % n,
+                    path='web%04d' % n, server_name='web-%d' % n,
+                    state='UNHEALTHY' if failing else 'HEALTHY',
+                    state_reason='Nova status SHUTOFF' if failing else None,
+                    state_since=self.now, grace_until=later,
+                    observation='UNHEALTHY' if failing else 'HEALTHY',
+                    observation_reason='seen', observation_source='NOVA',
+                    observed_at=self.now,
+                    recovery={'kind': 'START', 'attempt': 1}
+                    if failing else None,
+                    attempts=1 if failing else 0,
+                    next_attempt_at=later if failing else None))
+        db_api.event_add([{
+            'policy_id': 'pol-1', 'server_id': 'srv-%04d' % n,
+            'old_state': 'HEALTHY', 'new_state': 'UNHEALTHY',
+            'reason': 'Nova status SHUTOFF', 'source': 'NOVA',
+            'created_at': self.now} for n in numbers])
+
+    def _call(self, method, **kwargs):
+        try:
+            return getattr(self.endpoint, method)(
+                self.ctx, stack_identity=dict(self.top.identifier()),
+                **kwargs)
+        except oslo_messaging.ExpectedException as e:
+            raise e.exc_info[1]
+
+    def _statements(self, method, **kwargs):
+        """The answer, and how many SQL statements it took."""
+        counted = []
+
+        def count(*args):
+            counted.append(args[2])
+        engine = db_session.get_engine()
+        sqlalchemy.event.listen(engine, 'before_cursor_execute', count)
+        try:
+            answer = self._call(method, **kwargs)
+        finally:
+            sqlalchemy.event.remove(engine, 'before_cursor_execute', count)
+        return answer, len(counted)
+
+    def test_queries_do_not_grow_with_the_targets(self):
+        _report, one = self._statements('health_report')
+        _events, one_events = self._statements('health_events')
+        self._add_targets(range(1, self.SERVERS))
+        report, many = self._statements('health_report')
+        events, many_events = self._statements('health_events')
+        self.assertEqual(self.SERVERS,
+                         len(report['policies'][0]['targets']))
+        self.assertEqual({'HEALTHY': 270, 'UNHEALTHY': 30},
+                         report['policies'][0]['counts'])
+        self.assertEqual(50, len(report['events']))
+        self.assertEqual(self.SERVERS, len(events['events']))
+        self.assertEqual((one, one_events), (many, many_events))
+
+    def test_targets_and_events_as_stored_with_utc_times(self):
+        report = self._call('health_report')
+        json.dumps(report)
+        target, = report['policies'][0]['targets']
+        at = '2026-03-01T12:00:00.250000+00:00'
+        later = '2026-03-01T12:05:00.250000+00:00'
+        self.assertEqual({
+            'server_id': 'srv-0000', 'server_name': 'web-0',
+            'resource_name': 'web0000', 'path': 'web0000',
+            'state': 'UNHEALTHY', 'reason': 'Nova status SHUTOFF',
+            'since': at, 'grace_until': later,
+            'recovery': {'kind': 'START', 'attempt': 1}, 'attempts': 1,
+            'next_attempt_at': later,
+            'last_observation': {'verdict': 'UNHEALTHY', 'reason': 'seen',
+                                 'source': 'NOVA', 'time': at}}, target)
+        event, = report['events']
+        self.assertEqual(('srv-0000', None, at),
+                         (event['server_id'], event['path'], event['time']))
+        event, = self._call('health_events')['events']
+        self.assertEqual(('health', 'web0000', at),
+                         (event['policy'], event['path'], event['time']))
