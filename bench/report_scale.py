@@ -30,6 +30,7 @@ Needs ``tools/localcloud up`` (its fakecloud Nova).
 import argparse
 import concurrent.futures
 import math
+import os
 import pathlib
 import random
 import signal
@@ -274,8 +275,9 @@ def measure(args, admin, name):
     session = admin.session
     base = '%s/stacks/%s/health' % (admin.endpoint('orchestration'), name)
     stored = event_count(policy_id)
-    print('policy %s: %d targets, %d events stored'
-          % (policy_id, len(failover.targets([policy_id])), stored))
+    print('policy %s: %d targets, %d events stored; load average %.1f '
+          '(%d CPUs)' % (policy_id, len(failover.targets([policy_id])),
+                         stored, os.getloadavg()[0], os.cpu_count()))
     # A first call of each: connections and caches warm.
     session.get(base)
     session.get(base + '/events')
@@ -356,6 +358,8 @@ def main():
             made['policy'] = run
             if not (stack_exists(run) and policy_exists(run)):
                 raise SystemExit('no stack and policy of run %s' % run)
+            # An engine restarted since takes the policy in again.
+            failover.settle([run], len(failover.targets([run])))
         else:
             setup(args, admin, nova, made)
         measure(args, admin, run)
