@@ -62,6 +62,7 @@ import re
 import shutil
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -502,7 +503,8 @@ COSTS = re.compile(
     r'servers watched, (?P<news>\d+) news; (?P<requests>\d+) Nova requests '
     r'\((?P<lists>\d+) server lists\); CPU (?P<monitor_cpu>[\d.]+) s '
     r'monitor, (?P<cpu>[\d.]+) s process; (?P<statements>\d+) database '
-    r'statements, (?P<rows>\d+) rows written; RSS (?P<rss>[\d.]+) MB; poll '
+    r'statements, (?P<rows>\d+) rows written \((?P<target_rows>\d+) of '
+    r'targets\); RSS (?P<rss>[\d.]+) MB; poll '
     r'URL checks (?P<url_started>\d+) started, (?P<url_skipped>\d+) skipped '
     r'\(previous still running\), late p99 (?P<url_late_p99>[\d.]+) s, max '
     r'(?P<url_late_max>[\d.]+) s')
@@ -546,6 +548,77 @@ def group_usage(pgid):
     return cpu, rss
 
 
+def service_pid(pgid):
+    """The engine's service process (the master's child), or None."""
+    for pid in os.listdir('/proc'):
+        if not pid.isdigit():
+            continue
+        try:
+            with open('/proc/%s/stat' % pid) as f:
+                fields = f.read().rsplit(')', 1)[1].split()
+            with open('/proc/%s/cmdline' % pid, 'rb') as f:
+                command = f.read()
+        except OSError:
+            continue
+        if int(fields[1]) == pgid and b'worker' in command:
+            return int(pid)
+    return None
+
+
+class Profiles(object):
+    """Samples the engines' service processes with py-spy, if installed.
+
+    Prints where each engine's time went, by heat-health function
+    (samples in which it is on the stack, all threads).
+    """
+
+    def __init__(self, workdir, enabled):
+        self._workdir = pathlib.Path(workdir)
+        self._spy = shutil.which('py-spy') or str(
+            pathlib.Path(sys.executable).parent / 'py-spy')
+        self.enabled = enabled and os.path.exists(self._spy)
+        self._running = []
+
+    def start(self, phase, engines_, seconds):
+        if not self.enabled:
+            return
+        for engine in engines_:
+            pid = service_pid(engine.pgid)
+            if pid is None:
+                continue
+            out = self._workdir / ('profile-%s-%s.txt' % (
+                phase, engine.engine_id[:8]))
+            self._running.append((engine, out, subprocess.Popen(
+                [self._spy, 'record', '-p', str(pid), '-d', str(int(seconds)),
+                 '-r', '20', '-f', 'raw', '-o', str(out), '--nonblocking'],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
+
+    def report(self, phase, top=12):
+        running, self._running = self._running, []
+        for engine, out, process in running:
+            try:
+                process.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                process.kill()
+            if not out.exists():
+                continue
+            total, funcs = 0, collections.Counter()
+            for line in out.read_text().splitlines():
+                stack, _, count = line.rpartition(' ')
+                if not count.isdigit():
+                    continue
+                total += int(count)
+                for frame in set(stack.split(';')):
+                    if 'heat_health/' in frame:
+                        funcs[frame.split(' (')[0]] += int(count)
+            print('  profile, %s, engine %s (%d samples at 20/s, all '
+                  'threads; share of samples with the function on the '
+                  'stack):' % (phase, engine.engine_id[:8], total))
+            for name, count in funcs.most_common(top):
+                share = 100.0 * count / max(total, 1)
+                print('    %5.1f%%  %s' % (share, name))
+
+
 def engine_config(url_base):
     host, port = url_base.split('//', 1)[1].split('/', 1)[0].split(':')
     return ('debug = false\n[heat_health]\nlog_poll_costs = true\n'
@@ -560,7 +633,7 @@ def summarize_engine(engine, quiet, load, usage, seconds):
     busy = engine.costs(*load)
     rows = {}
     for key in ('requests', 'lists', 'monitor_cpu', 'cpu', 'statements',
-                'rows'):
+                'rows', 'target_rows'):
         rows[key] = (max([c[key] for c in busy] or [0]),
                      statistics.mean([c[key] for c in busy] or [0]))
         rows['quiet_' + key] = max([c[key] for c in q] or [0])
@@ -632,15 +705,20 @@ def run_size(args, admin, nova, size, made, workdir, curve):
     heal = healing(args, admin, made, stop)
 
     interval = args.interval
+    profiles = Profiles(workdir, args.profile)
     q0 = {e: e.offset() for e in started_engines}
     u0 = {e: group_usage(e.pgid) for e in started_engines}
+    profiles.start('quiet', started_engines, args.quiet_cycles * interval)
     stop.wait(args.quiet_cycles * interval + 1)
+    profiles.report('quiet')
     q1 = {e: e.offset() for e in started_engines}
     background.start()
     injector.start()
     if heal is not None:
         heal.start()
+    profiles.start('load', started_engines, args.load_cycles * interval)
     stop.wait(args.load_cycles * interval + 1)
+    profiles.report('load')
     l1 = {e: e.offset() for e in started_engines}
     u1 = {e: group_usage(e.pgid) for e in started_engines}
     cycles = args.quiet_cycles + args.load_cycles
@@ -813,6 +891,8 @@ def print_curve(curve):
             r['rows'][0] for r in s['summary'].values()), '%d'),
         ('rows written per cycle (quiet)', lambda s: max(
             r['quiet_rows'] for r in s['summary'].values()), '%d'),
+        ('target rows written per cycle (quiet)', lambda s: max(
+            r['quiet_target_rows'] for r in s['summary'].values()), '%d'),
         ('URL checks per s (engine)', lambda s: max(
             r['url_per_s'] for r in s['summary'].values()), '%.1f'),
         ('URL check lateness max s', lambda s: max(
@@ -867,6 +947,9 @@ def main():
     parser.add_argument('--bound', type=int, default=60)
     parser.add_argument('--settle-timeout', type=int, default=900)
     parser.add_argument('--logs', default=None)
+    parser.add_argument('--profile', action='store_true',
+                        help='sample the engines with py-spy (installed '
+                             'apart) and print where their time goes')
     args = parser.parse_args()
 
     cfg.CONF(['--config-file', str(engines.HEAT_CONF)], project='heat')

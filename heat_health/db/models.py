@@ -84,6 +84,10 @@ class Policy(BASE):
     # resolved or stored), since when; None while it is watched.
     error = sa.Column(sa.String(1024))
     error_since = sa.Column(sa.DateTime)
+    # Grows whenever the set of servers its targets watch changes: the
+    # engines' index of who watches which server reads only what changed.
+    targets_version = sa.Column(sa.Integer, nullable=False, default=0,
+                                server_default='0')
 
 
 class Target(BASE):

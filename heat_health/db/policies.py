@@ -74,6 +74,10 @@ def policy_claim(engine_id, lease_seconds, policy_id=None,
     P = models.Policy
     now = timeutils.utcnow()
     expires = now + datetime.timedelta(seconds=lease_seconds)
+    # Leases are renewed once a third of them has run, not at every
+    # claim: a row written per policy per tick is the database's largest
+    # load in a large deployment, and nothing reads a lease more finely.
+    renew_before = now + datetime.timedelta(seconds=lease_seconds * 2.0 / 3)
     with db_session.facade.writer.using(db_session.Session()) as session:
         query = session.query(P.id, P.engine_id, P.lease_expires_at,
                               P.generation, P.handoff_to)
@@ -99,7 +103,8 @@ def policy_claim(engine_id, lease_seconds, policy_id=None,
         if keep:
             session.query(P).filter(
                 P.id.in_(keep), P.engine_id == engine_id,
-                P.lease_expires_at >= now).update(
+                P.lease_expires_at >= now,
+                P.lease_expires_at < renew_before).update(
                     {'lease_expires_at': expires,
                      'updated_at': P.updated_at},
                     synchronize_session=False)
@@ -121,6 +126,19 @@ def policy_claim(engine_id, lease_seconds, policy_id=None,
         if policy_id is not None:
             query = query.filter(P.id == policy_id)
         return db_session.detached(session, query.order_by(P.id).all())
+
+
+def policy_owners():
+    """{policy id: (engine id holding a live lease or None, targets
+    version)} of every policy: one row each, no spec."""
+    P = models.Policy
+    now = timeutils.utcnow()
+    with db_session.facade.reader.using(db_session.Session()) as session:
+        return {pid: (engine if expires is not None and expires >= now
+                      else None, version)
+                for pid, engine, expires, version in session.query(
+                    P.id, P.engine_id, P.lease_expires_at,
+                    P.targets_version)}
 
 
 def policy_other_owners(engine_id):

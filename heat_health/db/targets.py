@@ -112,6 +112,20 @@ def owner_index(server_ids=None):
     return index
 
 
+def policy_servers(policy_ids):
+    """{policy id: [server ids of its targets]}, for the owner index."""
+    found = {policy_id: [] for policy_id in policy_ids}
+    if not found:
+        return found
+    T = models.Target
+    with db_session.facade.reader.using(db_session.Session()) as session:
+        for policy_id, server_id in session.query(
+                T.policy_id, T.server_id).filter(
+                    T.policy_id.in_(sorted(found))):
+            found[policy_id].append(server_id)
+    return found
+
+
 def target_get_all(policy_ids):
     """{policy_id: [targets ordered by path]} for the given policies."""
     result = {policy_id: [] for policy_id in policy_ids}
@@ -296,4 +310,9 @@ def target_sync(policy_id, places, grace_seconds, graced=()):
                 row.addresses = list(found['addresses'])
         if events:
             session.execute(sa.insert(models.Event.__table__), events)
+        if added or removed or replaced:
+            P = models.Policy
+            session.query(P).filter(P.id == policy_id).update(
+                {'targets_version': P.targets_version + 1,
+                 'updated_at': P.updated_at}, synchronize_session=False)
     return added, removed, sorted(replaced)

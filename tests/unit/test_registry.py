@@ -90,6 +90,33 @@ class ClaimTestCase(base.HeatHealthTestCase):
         # engine-1 comes back: the policy stays with engine-2.
         self.assertEqual([], one.claim())
 
+    def test_a_lease_is_renewed_once_a_third_of_it_ran(self):
+        _policy('p1')
+        one = registry.Registry('engine-1', lease_seconds=30)
+        start = timeutils.utcnow()
+        with mock.patch.object(timeutils, 'utcnow', return_value=start):
+            one.claim()
+        taken = policy_object.Policy.get('p1').lease_expires_at
+
+        def claim_at(seconds):
+            at = start + datetime.timedelta(seconds=seconds)
+            with mock.patch.object(timeutils, 'utcnow', return_value=at):
+                self.assertEqual(['p1'], [p.id for p in one.claim()])
+            return policy_object.Policy.get('p1').lease_expires_at
+        # Claims every tick write nothing for the first third...
+        self.assertEqual(taken, claim_at(1))
+        self.assertEqual(taken, claim_at(9))
+        # ...then the lease is renewed for its whole length again.
+        renewed = claim_at(11)
+        self.assertEqual(start + datetime.timedelta(seconds=41),
+                         renewed.replace(tzinfo=None))
+        # It never runs out while the engine claims, and another engine
+        # does not take it.
+        two = registry.Registry('engine-2', lease_seconds=30)
+        at = start + datetime.timedelta(seconds=35)
+        with mock.patch.object(timeutils, 'utcnow', return_value=at):
+            self.assertEqual([], two.claim())
+
     def test_release_hands_over_at_once(self):
         _policy('p1')
         one = registry.Registry('engine-1', lease_seconds=30)

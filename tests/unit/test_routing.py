@@ -1,9 +1,11 @@
 """News of a server reaches the engines that own it, whichever got it."""
 
 import datetime
+from unittest import mock
 
 from oslo_utils import timeutils
 
+from heat_health.db import api as db_api
 from heat_health.db import models
 from heat_health.db import session as db_session
 from heat_health.engine.monitor import routing
@@ -139,6 +141,27 @@ class TestRouter(base.HeatHealthTestCase):
         self.assertTrue(self.router.refresh())
         self.router.route(_news('s2'))
         self.assertEqual([('e3', 's2', routing.MAX_HOPS)], self.forwarder.sent)
+
+    def test_servers_a_sync_gives_a_policy_are_followed(self):
+        # pb's place s2 now holds server s5, and a new place holds s6.
+        db_api.target_sync('pb', {
+            ('stack-pb', 's2'): {'server_id': 's5', 'path': 's2'},
+            ('stack-pb', 's3'): {'server_id': 's3', 'path': 's3'},
+            ('stack-pb', 's6'): {'server_id': 's6', 'path': 's6'}}, 0)
+        self.assertTrue(self.router.refresh())
+        self.assertEqual({'s1', 's3', 's5', 's6'}, self.router.watched())
+        self.router.route(_news('s6'))
+        self.assertEqual([('e2', 's6', routing.MAX_HOPS)],
+                         self.forwarder.sent)
+
+    def test_a_tick_that_finds_nothing_changed_reads_no_target(self):
+        with mock.patch.object(db_api, 'policy_servers',
+                               wraps=db_api.policy_servers) as read:
+            self.assertFalse(self.router.refresh())
+            self._move('pb', 'e3')
+            self.assertTrue(self.router.refresh())
+        # The owner changed, not the servers: still none read.
+        read.assert_not_called()
 
     def test_forwarding_failure_is_not_raised(self):
         self.forwarder.error = RuntimeError('broker gone')

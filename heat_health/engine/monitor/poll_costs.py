@@ -20,6 +20,8 @@ import sqlalchemy as sa
 LOG = logging.getLogger(__name__)
 
 _WRITES = ('INSERT', 'UPDATE', 'DELETE')
+# The table of heat-health's targets, whose rows are counted apart.
+TARGETS = 'heat_health_target'
 
 
 class StatementCounter(object):
@@ -29,6 +31,7 @@ class StatementCounter(object):
         self._lock = threading.Lock()
         self.statements = 0
         self.rows_written = 0
+        self.target_rows_written = 0
         self._installed = False
 
     def install(self):
@@ -42,16 +45,21 @@ class StatementCounter(object):
 
     def _executed(self, conn, cursor, statement, parameters, context,
                   executemany):
-        written = 0
-        if statement.lstrip()[:6].upper() in _WRITES:
+        written = targets = 0
+        head = statement.lstrip()[:40]
+        if head[:6].upper() in _WRITES:
             written = max(getattr(cursor, 'rowcount', 0) or 0, 0)
+            if TARGETS in head:
+                targets = written
         with self._lock:
             self.statements += 1
             self.rows_written += written
+            self.target_rows_written += targets
 
     def read(self):
         with self._lock:
-            return self.statements, self.rows_written
+            return (self.statements, self.rows_written,
+                    self.target_rows_written)
 
 
 COUNTER = StatementCounter()
@@ -87,13 +95,14 @@ class PollCosts(object):
         self._last = None
 
     def _now(self):
-        statements, rows = self._counter.read()
+        statements, rows, target_rows = self._counter.read()
         return {'time': time.monotonic(),
                 'monitor_cpu': time.thread_time(),
                 'cpu': time.process_time(),
                 'requests': self._adapter.requests,
                 'lists': getattr(self._adapter, 'server_lists', 0),
-                'statements': statements, 'rows': rows}
+                'statements': statements, 'rows': rows,
+                'target_rows': target_rows}
 
     def cycle(self, watched, observations):
         """Log what was spent since the last call (the first only starts)."""
@@ -115,8 +124,9 @@ class PollCosts(object):
                  '%(requests)d Nova requests (%(lists)d server lists); '
                  'CPU %(monitor_cpu).3f s monitor, %(cpu).3f s process; '
                  '%(statements)d database statements, %(rows)d rows '
-                 'written; RSS %(rss).0f MB; poll URL checks %(url_started)d '
-                 'started, %(url_skipped)d skipped (previous still running), '
+                 'written (%(target_rows)d of targets); RSS %(rss).0f MB; '
+                 'poll URL checks %(url_started)d started, '
+                 '%(url_skipped)d skipped (previous still running), '
                  'late p99 %(url_late_p99).2f s, max %(url_late_max).2f s',
                  spent)
         return spent

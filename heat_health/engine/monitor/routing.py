@@ -81,14 +81,44 @@ class Router(object):
         self._clock = clock
         self._live = live or (lambda: None)
         self._index = {}          # server id -> frozenset of engine ids
+        # What the index is made of: policy id -> (targets version, its
+        # servers), and policy id -> the engine holding it.
+        self._servers = {}
+        self._held = None
         self._lock = threading.Lock()
         self._kept = []           # (kept at, Observation) not yet loaded
         self.forwarded = 0
 
     def refresh(self):
-        """Read the deployment-wide index; True if it changed."""
-        index = {server_id: frozenset(engines) for server_id, engines in
-                 db_api.owner_index().items()}
+        """Read the deployment-wide index; True if it changed.
+
+        One row per policy (its live owner and the version of its set of
+        servers), and the servers only of the policies whose version
+        changed since the last read: a tick that finds nothing changed
+        reads no target, whatever the size of the fleet.
+        """
+        owners = db_api.policy_owners()
+        stale = sorted(pid for pid, (engine, version) in owners.items()
+                       if engine is not None and
+                       self._servers.get(pid, (None,))[0] != version)
+        if stale:
+            found = db_api.policy_servers(stale)
+            for pid in stale:
+                self._servers[pid] = (owners[pid][1],
+                                      frozenset(found.get(pid, ())))
+        for gone in set(self._servers) - set(owners):
+            del self._servers[gone]
+        held = {pid: engine for pid, (engine, _v) in owners.items()
+                if engine is not None}
+        if not stale and held == self._held:
+            return False
+        self._held = held
+        index = {}
+        for pid, engine in held.items():
+            for server_id in self._servers[pid][1]:
+                index.setdefault(server_id, set()).add(engine)
+        index = {server_id: frozenset(engines)
+                 for server_id, engines in index.items()}
         with self._lock:
             changed = index != self._index
             self._index = index
