@@ -129,8 +129,11 @@ def policy_claim(engine_id, lease_seconds, policy_id=None,
 
 
 def policy_owners():
-    """{policy id: (engine id holding a live lease or None, targets
-    version)} of every policy: one row each, no spec."""
+    """Who holds each policy, and the version of its set of servers.
+
+    {policy id: (engine id holding a live lease or None, targets
+    version)}: one row per policy, no spec.
+    """
     P = models.Policy
     now = timeutils.utcnow()
     with db_session.facade.reader.using(db_session.Session()) as session:

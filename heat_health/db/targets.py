@@ -89,7 +89,22 @@ def target_reset(stack_id, resource_name, reason):
             row.next_attempt_at = None
             row.observation = None
             row.observed_at = None
+        _bump_targets_version(session, {row.policy_id for row in rows})
         return len(rows)
+
+
+def _bump_targets_version(session, policy_ids):
+    """Tell the policies' owners their rows changed: they read them again.
+
+    Every write of target rows but the owner's own goes with it (the owner
+    knows its own writes).
+    """
+    if not policy_ids:
+        return
+    P = models.Policy
+    session.query(P).filter(P.id.in_(sorted(policy_ids))).update(
+        {'targets_version': P.targets_version + 1,
+         'updated_at': P.updated_at}, synchronize_session=False)
 
 
 def owner_index(server_ids=None):
@@ -311,8 +326,5 @@ def target_sync(policy_id, places, grace_seconds, graced=()):
         if events:
             session.execute(sa.insert(models.Event.__table__), events)
         if added or removed or replaced:
-            P = models.Policy
-            session.query(P).filter(P.id == policy_id).update(
-                {'targets_version': P.targets_version + 1,
-                 'updated_at': P.updated_at}, synchronize_session=False)
+            _bump_targets_version(session, {policy_id})
     return added, removed, sorted(replaced)

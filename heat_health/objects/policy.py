@@ -16,7 +16,8 @@ class Policy(base.VersionedObject, base.VersionedObjectDictCompat):
     # Version 1.2: braked, braked_since
     # Version 1.3: paused_at, paused_by, paused_reason
     # Version 1.4: error, error_since
-    VERSION = '1.4'
+    # Version 1.5: targets_version
+    VERSION = '1.5'
 
     fields = {
         'id': fields.StringField(),
@@ -43,6 +44,7 @@ class Policy(base.VersionedObject, base.VersionedObjectDictCompat):
         # Why its owner cannot watch it fully, since when.
         'error': fields.StringField(nullable=True),
         'error_since': fields.DateTimeField(nullable=True),
+        'targets_version': fields.IntegerField(),
         'created_at': fields.DateTimeField(),
         'updated_at': fields.DateTimeField(nullable=True),
     }

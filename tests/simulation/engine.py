@@ -143,6 +143,7 @@ class Engine(object):
         self._next_url = {}
         self._fresh = {}
         self._signature = None
+        self._signatures = None
         self.alive = True
 
     def kill(self):
@@ -254,7 +255,7 @@ class Engine(object):
                 del cache[gone]
         due = self._schedule.due(policies, now, self._generations.get)
         if due:
-            self._refresh(due)
+            self._refresh(due, now)
         self._schedule.read(due, now, self._generations.get)
         monitor_mod.load_and_follow(self.tracker, self.poller,
                                     self._load_if_changed)
@@ -281,8 +282,16 @@ class Engine(object):
                 self._polled.append(self.world.urls.check(
                     policy.id, target.server_id))
 
-    def _refresh(self, policies):
-        """Registry.refresh_all, with the Heat double as Heat's database."""
+    def _refresh(self, policies, now):
+        """Registry.refresh_all, with the Heat double as Heat's database.
+
+        The rows read are those Monitor.tick reads: of the policies whose
+        rows are due (``RefreshSchedule.rows_due``, where the acting core
+        has it) and of those whose places were just stored.
+        """
+        rows_due = getattr(self._schedule, 'rows_due', None)
+        read = (rows_due(policies, now, self._generations.get)
+                if rows_due else {p.id for p in policies})
         for policy in policies:
             resolution = self.world.heat.resolution(policy.stack_id)
             previous = self._resolutions.get(policy.id)
@@ -291,22 +300,42 @@ class Engine(object):
                     previous.places != resolution.places):
                 target_object.Target.sync(policy.id, resolution.places,
                                           policy.parsed.grace, graced)
+                read.add(policy.id)
             self._resolutions[policy.id] = resolution
-        self._targets.update(target_object.Target.get_all_by_policies(
-            [p.id for p in policies]))
+        found = target_object.Target.get_all_by_policies(
+            [p.id for p in policies if p.id in read])
+        self._targets.update(found)
+        if rows_due:
+            self._schedule.rows_read([p for p in policies if p.id in found],
+                                     now, self._generations.get)
 
     def _load_if_changed(self):
         """Monitor._load_if_changed: the tracker loads what changed."""
         resolutions = {pid: self._resolutions.get(pid) or
                        self.world.heat.resolution(p.stack_id)
                        for pid, p in self._policies.items()}
-        signature = monitor_mod.load_signature(
+        signatures = getattr(monitor_mod, 'LoadSignatures', None)
+        if signatures is None:
+            # An acting core from before policies were loaded apart.
+            signature = monitor_mod.load_signature(
+                self._policies, self._generations.get, resolutions,
+                self._targets, self.tracker.writes)
+            if signature != self._signature:
+                self.tracker.load(list(self._policies.values()),
+                                  self._targets, dict(self._generations),
+                                  resolutions)
+                self._signature = signature
+            return
+        if self._signatures is None:
+            self._signatures = signatures()
+        changed, unchanged, parts = self._signatures.compare(
             self._policies, self._generations.get, resolutions,
-            self._targets, self.tracker.writes)
-        if signature != self._signature:
+            self._targets, self.tracker.written)
+        if changed:
             self.tracker.load(list(self._policies.values()), self._targets,
-                              dict(self._generations), resolutions)
-            self._signature = signature
+                              dict(self._generations), resolutions,
+                              unchanged=unchanged)
+            self._signatures.loaded(parts)
 
     def _observe_polled(self):
         polled, self._polled[:] = list(self._polled), []

@@ -69,12 +69,14 @@ class FakeRegistry(object):
     def generation(self, policy_id):
         return 0
 
-    def refresh_all(self, policies):
+    def refresh_all(self, policies, read=None):
         self.refreshed.append(sorted(p.id for p in policies))
         result = {}
+        stored = set()
         with db_session.facade.writer.using(db_session.Session()) as session:
             for policy in policies:
                 if session.get(models.Policy, policy.id) is None:
+                    stored.add(policy.id)
                     session.add(models.Policy(
                         id=policy.id, stack_id=policy.stack_id,
                         resource_name='health', project_id='p',
@@ -89,6 +91,9 @@ class FakeRegistry(object):
                             path=server, state='NO_DATA'))
         with db_session.facade.reader.using(db_session.Session()) as session:
             for policy in policies:
+                if not (read is None or policy.id in read or
+                        policy.id in stored):
+                    continue
                 rows = session.query(models.Target).filter_by(
                     policy_id=policy.id).all()
                 for row in rows:
@@ -264,3 +269,25 @@ class TestRefreshSchedule(base.HeatHealthTestCase):
         schedule.due(policies[1:], 102.0, held.get)
         self.assertEqual(['pa'], [p.id for p in schedule.due(
             policies, 102.0, held.get)])
+
+    def test_rows_are_read_again_only_when_something_says_they_changed(self):
+        schedule = monitor.RefreshSchedule()
+        held = {'pa': 1, 'pb': 1}
+        pa, pb = _policy('pa'), _policy('pb')
+        pa.targets_version = pb.targets_version = 0
+        self.assertEqual({'pa', 'pb'},
+                         schedule.rows_due([pa, pb], 100.0, held.get))
+        schedule.rows_read([pa, pb], 100.0, held.get)
+        # Resolved every few seconds, the rows are not read again...
+        self.assertEqual(set(), schedule.rows_due([pa, pb], 105.0, held.get))
+        # ...unless their servers' version grew (a sync, a user's reset),
+        pa.targets_version = 1
+        # or the policy is held under a new generation,
+        held['pb'] = 2
+        self.assertEqual({'pa', 'pb'},
+                         schedule.rows_due([pa, pb], 106.0, held.get))
+        schedule.rows_read([pa, pb], 106.0, held.get)
+        # or they were last read ROWS_SECONDS ago.
+        self.assertEqual(set(), schedule.rows_due([pa, pb], 107.0, held.get))
+        self.assertEqual({'pa', 'pb'}, schedule.rows_due(
+            [pa, pb], 106.0 + monitor.ROWS_SECONDS, held.get))

@@ -7,6 +7,7 @@ announced only once it is stored, under this engine's lease and generation.
 import datetime
 import sqlite3
 import threading
+from unittest import mock
 
 from oslo_utils import timeutils
 import sqlalchemy as sa
@@ -14,8 +15,11 @@ import sqlalchemy as sa
 from heat_health.db import api as db_api
 from heat_health.db import models
 from heat_health.db import session as db_session
+from heat_health.engine.monitor import monitor
 from heat_health.engine.monitor import tracker
 from heat_health.engine.monitor import watched
+from heat_health.objects import policy as policy_object
+from heat_health.objects import target as target_object
 from heat_health.policy import observation as obs
 from heat_health.policy import targets
 from tests.unit import base
@@ -50,10 +54,11 @@ def _resolution(busy=(), suspended=False):
     return targets.Resolution({}, frozenset(busy), suspended, [], ())
 
 
-class TestTracker(base.HeatHealthTestCase):
+class TrackerCase(base.HeatHealthTestCase):
+    """A tracker over a real database, and helpers to drive it."""
 
     def setUp(self):
-        super(TestTracker, self).setUp()
+        super(TrackerCase, self).setUp()
         self.setup_health_db()
         # Leases and a resume's grace are on the database's clock: the
         # tracker's starts from the same time.
@@ -133,6 +138,9 @@ class TestTracker(base.HeatHealthTestCase):
         self.tracker.observe(obs.Observation(
             server, verdict, reason or 'Nova status X', source, self.now,
             policy_id))
+
+
+class TestTracker(TrackerCase):
 
     def test_failure_is_recorded_announced_and_in_every_policy(self):
         self._add_policy('pa', ['s1', 's2'])
@@ -587,3 +595,68 @@ class TestTracker(base.HeatHealthTestCase):
         self.assertEqual([], self.notifier.sent)
         self.assertEqual([], [e for e in db_api.event_get_recent(['pb'])
                               if e.new_state != 'NO_DATA'])
+
+
+class TestLoadOnlyWhatChanged(TrackerCase):
+    """The monitor loads the tracker per policy: unchanged ones are kept."""
+
+    def setUp(self):
+        super(TestLoadOnlyWhatChanged, self).setUp()
+        self.signatures = monitor.LoadSignatures()
+        self._add_policy('pa', ['s1', 's2'])
+        self._add_policy('pb', ['s3'])
+        self._monitor_load()
+
+    def _monitor_load(self):
+        """Monitor._load_if_changed over what is stored now."""
+        policies = {p.id: p for p in (policy_object.Policy.get(pid)
+                                      for pid in ('pa', 'pb'))}
+        targets = target_object.Target.get_all_by_policies(sorted(policies))
+        changed, unchanged, parts = self.signatures.compare(
+            policies, lambda pid: policies[pid].generation, {}, targets,
+            self.tracker.written)
+        if changed:
+            self.tracker.load(list(policies.values()), targets,
+                              {pid: p.generation
+                               for pid, p in policies.items()},
+                              unchanged=unchanged)
+            self.signatures.loaded(parts)
+        self.ids = {(t.policy_id, t.server_id): t.id
+                    for rows in targets.values() for t in rows}
+        return changed, unchanged
+
+    def _memory(self):
+        return {t.policy.id + '/' + t.server_id: t
+                for t in (self.tracker.targets_of('pa') +
+                          self.tracker.targets_of('pb'))}
+
+    def test_a_tick_that_finds_nothing_changed_loads_nothing(self):
+        before = self._memory()
+        self.assertEqual((False, {'pa', 'pb'}), self._monitor_load())
+        self.assertEqual(before, self._memory())
+
+    def test_a_users_reset_is_followed_and_the_rest_kept(self):
+        self._observe('s3', obs.UNHEALTHY)
+        self.assertEqual('UNHEALTHY', self._believed('pb', 's3'))
+        # The engine wrote pb's target: pb is loaded again, pa is kept.
+        before = self._memory()
+        changed, unchanged = self._monitor_load()
+        self.assertEqual((True, {'pa'}), (changed, unchanged))
+        self.assertIs(before['pa/s1'], self._memory()['pa/s1'])
+        # A user's reset of s3, a second later.
+        self.now += datetime.timedelta(seconds=1)
+        with mock.patch.object(timeutils, 'utcnow', return_value=self.now):
+            db_api.target_reset('stack-pb', 's3', 'the user says so')
+        changed, unchanged = self._monitor_load()
+        self.assertEqual((True, {'pa'}), (changed, unchanged))
+        self.assertEqual('NO_DATA', self._believed('pb', 's3'))
+        self.assertIs(before['pa/s1'], self._memory()['pa/s1'])
+        self.assertEqual(['s1', 's2'],
+                         [t.server_id for t in self.tracker.targets_of('pa')])
+
+    def test_a_spec_change_loads_that_policy(self):
+        self._update_policy('pa', spec=_spec((POLL, URL)))
+        changed, unchanged = self._monitor_load()
+        self.assertEqual((True, {'pb'}), (changed, unchanged))
+        self.assertEqual({POLL, URL},
+                         set(self.tracker.targets_of('pa')[0].policy.modes))

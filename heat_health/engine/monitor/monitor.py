@@ -42,6 +42,11 @@ LOG = logging.getLogger(__name__)
 # (at most: a policy checked more often is resolved at its interval).
 REFRESH_SECONDS = 5.0
 
+# Seconds between two reads of a policy's target rows when nothing said
+# they changed (a new owner, their servers' version, a resolution that
+# stored new places): a safety net, not the way changes are found.
+ROWS_SECONDS = 60.0
+
 # Seconds a pool's admin state is taken as last read.
 POOL_STATE_SECONDS = 60.0
 
@@ -69,26 +74,53 @@ def _url_checker(tracker):
     return poll_url.PollUrlChecker(tracker.observe)
 
 
-def load_signature(policies, generation, resolutions, targets, writes):
-    """What the tracker's index is made of: it is loaded when this changes.
+class LoadSignatures(object):
+    """What each policy's part of the tracker's index is made of.
 
-    :param policies: {policy id: Policy} owned.
-    :param generation: policy id -> the generation it is owned under.
-    :param resolutions: {policy id: Resolution}.
-    :param targets: {policy id: [Target]} as stored.
-    :param writes: the tracker's count of its own writes. A user's reset
-        in the second of this engine's write can restore what was read
-        before it: the rows alone would not tell that memory is stale.
+    The tracker is loaded when any part changed, with the policies whose
+    part did not change named, so that it keeps their targets as they are:
+    a load costs what changed, not the size of the fleet. A part is the
+    policy (spec, switches, generation), its stack's state, its target
+    rows as last read (their tuple made once per read, not per tick), and
+    the count of this engine's own writes of its targets (a user's reset
+    in the second of such a write can restore what was read before it:
+    the rows alone would not tell that memory is stale).
     """
-    owned = tuple(sorted((p.id, repr(p.spec), p.enabled, p.suspended,
-                          generation(p.id), repr(p.paused))
-                         for p in policies.values()))
-    stacks = tuple(sorted((pid, r.busy, r.suspended)
-                          for pid, r in resolutions.items()))
-    rows = tuple(sorted((t.id, t.server_id, str(t.grace_until), t.path,
-                         t.state, str(t.state_since))
-                        for found in targets.values() for t in found))
-    return (writes, owned, stacks, rows)
+
+    def __init__(self):
+        self._parts = {}   # policy id -> its part at the last load
+        self._rows = {}    # policy id -> (the rows list read, its tuple)
+
+    def _rows_of(self, policy_id, rows):
+        known = self._rows.get(policy_id)
+        if known is None or known[0] is not rows:
+            known = self._rows[policy_id] = (rows, tuple(sorted(
+                (t.id, t.server_id, str(t.grace_until), t.path, t.state,
+                 str(t.state_since)) for t in rows)))
+        return known[1]
+
+    def compare(self, policies, generation, resolutions, targets, written):
+        """(whether anything changed, ids of the policies unchanged)."""
+        parts = {}
+        for pid, p in policies.items():
+            resolution = resolutions.get(pid)
+            parts[pid] = (
+                repr(p.spec), p.enabled, p.suspended, generation(pid),
+                repr(p.paused), repr(getattr(p, 'braked', None)),
+                (resolution.busy, resolution.suspended) if resolution
+                else None,
+                self._rows_of(pid, targets.get(pid, ())),
+                written.get(pid, 0))
+        for gone in set(self._rows) - set(policies):
+            del self._rows[gone]
+        unchanged = {pid for pid, part in parts.items()
+                     if self._parts.get(pid) == part}
+        changed = (len(unchanged) != len(parts) or
+                   set(self._parts) != set(parts))
+        return changed, unchanged, parts
+
+    def loaded(self, parts):
+        self._parts = parts
 
 
 def load_and_follow(tracker, poller, load):
@@ -116,23 +148,50 @@ class RefreshSchedule(object):
     def __init__(self):
         self._next = {}    # policy id -> clock time
         self._under = {}   # policy id -> generation the rows were read under
+        # policy id -> (generation, targets version, clock time) of the
+        # last read of its target rows.
+        self._rows = {}
 
     def due(self, policies, now, generation):
         """The policies to read now; ``generation(id)`` is the held one."""
         held = {p.id for p in policies}
-        for gone in set(self._next) - held:
+        for gone in (set(self._next) | set(self._rows)) - held:
             self._next.pop(gone, None)
             self._under.pop(gone, None)
+            self._rows.pop(gone, None)
         return [p for p in policies
                 if self._next.get(p.id, 0) <= now or
                 self._under.get(p.id) != generation(p.id)]
 
     def read(self, policies, now, generation):
-        """Record that these policies' targets were just read."""
+        """Record that these policies' targets were just resolved."""
         for policy in policies:
             self._next[policy.id] = now + min(REFRESH_SECONDS,
                                               policy.parsed.interval)
             self._under[policy.id] = generation(policy.id)
+
+    def rows_due(self, policies, now, generation):
+        """Ids of the policies whose target rows are to be read again.
+
+        Those held under a new generation, whose servers' version grew (a
+        sync, a user's reset: every write but this engine's own), or not
+        read for ``ROWS_SECONDS``; the rows of the others are as this
+        engine last read and wrote them.
+        """
+        due = set()
+        for policy in policies:
+            known = self._rows.get(policy.id)
+            if (known is None or known[0] != generation(policy.id) or
+                    known[1] != getattr(policy, 'targets_version', None) or
+                    now - known[2] >= ROWS_SECONDS):
+                due.add(policy.id)
+        return due
+
+    def rows_read(self, policies, now, generation):
+        for policy in policies:
+            self._rows[policy.id] = (generation(policy.id),
+                                     getattr(policy, 'targets_version',
+                                             None), now)
 
 
 class Monitor(object):
@@ -188,7 +247,7 @@ class Monitor(object):
         self._next_probe = 0     # clock time of the next liveness probe
         self._fresh = {}         # policy id -> Resolution, this tick's
         self._learnt = {}        # target id -> (server name, addresses)
-        self._signature = None
+        self._signatures = LoadSignatures()
         self._watched_sent = None
         self._stopping = threading.Event()
         self._thread = None
@@ -243,7 +302,11 @@ class Monitor(object):
         due = self._refresh.due(policies.values(), now,
                                 self.registry.generation)
         if due:
-            self._targets.update(self.registry.refresh_all(due))
+            read = self._refresh.rows_due(due, now, self.registry.generation)
+            found = self.registry.refresh_all(due, read=read)
+            self._targets.update(found)
+            self._refresh.rows_read([p for p in due if p.id in found], now,
+                                    self.registry.generation)
             self._heartbeat()
         self._refresh.read(due, now, self.registry.generation)
         load_and_follow(self.tracker, self.poller, self._load_if_changed)
@@ -261,16 +324,16 @@ class Monitor(object):
     def _load_if_changed(self):
         resolutions = {pid: self.registry.resolution(p)
                        for pid, p in self._policies.items()}
-        signature = load_signature(self._policies,
-                                   self.registry.generation, resolutions,
-                                   self._targets, self.tracker.writes)
-        if signature != self._signature:
+        changed, unchanged, parts = self._signatures.compare(
+            self._policies, self.registry.generation, resolutions,
+            self._targets, self.tracker.written)
+        if changed:
             generations = {pid: self.registry.generation(pid)
                            for pid in self._policies}
             let_go = self.tracker.load(list(self._policies.values()),
                                        self._targets, generations,
-                                       resolutions)
-            self._signature = signature
+                                       resolutions, unchanged=unchanged)
+            self._signatures.loaded(parts)
             self.router.hand_on(let_go)
         self.router.replay()
 

@@ -109,6 +109,7 @@ class StateWrites(object):
             if target.id in done:
                 target.changes += 1
                 self.writes += 1
+                self.written[target.policy.id] += 1
                 target.state = state
                 target.reason = reason
                 target.since = at
@@ -162,6 +163,7 @@ class StateWrites(object):
             if done:
                 target.changes += 1
                 self.writes += 1
+                self.written[target.policy.id] += 1
                 for name, value in columns.items():
                     setattr(target, name, value)
         if not done:
@@ -258,6 +260,7 @@ class StateWrites(object):
                     continue
                 target.changes += 1
                 self.writes += 1
+                self.written[target.policy.id] += 1
                 target.state = change.decision.state
                 target.reason = change.decision.reason
                 target.since = change.at

@@ -23,6 +23,7 @@ from what is stored, or the stored one is old, so tens of thousands of
 healthy servers cost almost nothing.
 """
 
+import collections
 import datetime
 import random
 import threading
@@ -82,10 +83,14 @@ class Tracker(state_writes.StateWrites):
         self._policies = {}
         self._targets = {}      # target id -> WatchedTarget
         self._by_server = {}    # server id -> (WatchedTarget, ...)
+        self._by_policy = {}    # policy id -> [WatchedTarget, ...]
         self._unsettled = set()  # target ids waiting for a decision
         # Rows this engine wrote: a row read before may since have been
         # written back to what was read (the same state, the same second).
         self.writes = 0
+        # The same, per policy: a policy this engine wrote nothing of, and
+        # whose rows and spec did not change, need not be loaded again.
+        self.written = collections.Counter()
         self._inflight = set()  # target ids whose change is being stored
         # Target ids whose last write raised: it may have committed, so
         # memory is believed neither way until the row is read again.
@@ -101,7 +106,7 @@ class Tracker(state_writes.StateWrites):
     # The index
 
     def load(self, policies, targets_by_policy, generations,
-             resolutions=None):
+             resolutions=None, unchanged=()):
         """Watch exactly these policies' targets from now on.
 
         :param generations: {policy id: the generation this engine owns
@@ -113,6 +118,11 @@ class Tracker(state_writes.StateWrites):
             it in between, and what was seen but not yet stored is kept.
         :param resolutions: {policy id: Resolution} for what suppresses
             targets (stack actions, a suspended stack).
+        :param unchanged: ids of policies whose policy, generation,
+            resolution and rows are those of the last load, and which this
+            engine wrote nothing of since (``written``): their targets are
+            kept as they are, not taken row by row again, so that a load
+            costs what changed, not the size of the fleet.
         :returns: the verdicts held on the targets of the policies no longer
             watched, for their new owner: what this engine saw after that
             engine looked its servers up is known nowhere else.
@@ -120,8 +130,13 @@ class Tracker(state_writes.StateWrites):
         resolutions = resolutions or {}
         looked_away, differing = [], []
         with self._lock:
+            kept = {pid for pid in unchanged
+                    if pid in self._policies and pid in self._by_policy}
             new_policies = {}
             for policy in policies:
+                if policy.id in kept:
+                    new_policies[policy.id] = self._policies[policy.id]
+                    continue
                 new_policies[policy.id] = watched.WatchedPolicy(
                     policy, generations.get(policy.id),
                     resolutions.get(policy.id))
@@ -130,6 +145,12 @@ class Tracker(state_writes.StateWrites):
             for policy_id, rows in targets_by_policy.items():
                 policy = new_policies.get(policy_id)
                 if policy is None:
+                    continue
+                if policy_id in kept:
+                    for target in self._by_policy[policy_id]:
+                        new_targets[target.id] = target
+                        by_server.setdefault(target.server_id,
+                                             []).append(target)
                     continue
                 old_policy = self._policies.get(policy_id)
                 for row in rows:
@@ -163,6 +184,12 @@ class Tracker(state_writes.StateWrites):
             self._policies = new_policies
             self._targets = new_targets
             self._by_server = {k: tuple(v) for k, v in by_server.items()}
+            by_policy = {}
+            for target in new_targets.values():
+                by_policy.setdefault(target.policy.id, []).append(target)
+            self._by_policy = by_policy
+            for gone in set(self.written) - set(new_policies):
+                del self.written[gone]
             self._unsettled &= set(new_targets)
             self._unknown &= set(new_targets)
             for target_id in set(self._dirty) - set(new_targets):
@@ -356,5 +383,4 @@ class Tracker(state_writes.StateWrites):
     def targets_of(self, policy_id):
         """The watched targets of one policy (live objects: read only)."""
         with self._lock:
-            return [t for t in self._targets.values()
-                    if t.policy.id == policy_id]
+            return list(self._by_policy.get(policy_id, ()))

@@ -125,19 +125,25 @@ class Registry(object):
         """Resolve the policy's servers from Heat and update its targets."""
         return self.refresh_all([policy])[policy.id]
 
-    def refresh_all(self, policies):
+    def refresh_all(self, policies, read=None):
         """refresh_targets for many policies with one batch of queries.
 
         Returns {policy id: [Target]}; target rows are only written when
         the places found, or the stack actions on them, changed since the
         last resolution.
+
+        :param read: ids of the policies whose rows are read and returned
+            (None: all), besides those whose places were just stored:
+            reading every row of a large fleet at every resolution would
+            cost more than all the rest of watching it.
         """
         if not policies:
             return {}
         with self._refresh_lock:
-            return self._refresh_all(policies)
+            return self._refresh_all(policies, read)
 
-    def _refresh_all(self, policies):
+    def _refresh_all(self, policies, read=None):
+        synced = set()
         resolutions = self._resolve_each(policies)
         for policy in policies:
             resolution = resolutions.get(policy.id)
@@ -146,7 +152,9 @@ class Registry(object):
                             resolution)
                 continue
             try:
-                refused = self._sync(policy, resolution)
+                refused, stored = self._sync(policy, resolution)
+                if stored:
+                    synced.add(policy.id)
             except Exception as error:
                 self.failed(policy, 'its targets could not be stored',
                             error)
@@ -156,8 +164,9 @@ class Registry(object):
                 'resource %s is not watched: %s' % (path[:255], why)
                 for path, why in resolution.unwatched]
             self._set_error(policy, '; '.join(reasons)[:1024] or None)
-        return target_object.Target.get_all_by_policies(
-            [p.id for p in policies])
+        wanted = [p.id for p in policies
+                  if read is None or p.id in read or p.id in synced]
+        return target_object.Target.get_all_by_policies(wanted)
 
     def _resolve_each(self, policies):
         """{policy id: Resolution or the exception resolving it raised}.
@@ -180,14 +189,18 @@ class Registry(object):
         return found
 
     def _sync(self, policy, resolution):
-        """Store the policy's places; {place: why it is not watched}."""
+        """Store the policy's places.
+
+        Returns ({place: why it is not watched}, whether rows were synced).
+        """
         places, refused = place_limits.bounded(resolution.places)
         previous = self._resolutions.get(policy.id)
         # A place whose stack action just ended (a member update, our
         # own recovery) starts its grace again.
         graced = (previous.busy - resolution.busy) if previous else ()
-        if (previous is None or graced or
-                previous.places != resolution.places):
+        stored = bool(previous is None or graced or
+                      previous.places != resolution.places)
+        if stored:
             added, removed, replaced = target_object.Target.sync(
                 policy.id, places, policy.parsed.grace, graced)
             if added or removed or replaced:
@@ -197,7 +210,7 @@ class Registry(object):
                          {'p': policy.id, 'a': len(added),
                           'r': len(removed), 'c': len(replaced),
                           'n': len(places)})
-        return refused
+        return refused, stored
 
     def failed(self, policy, what, error):
         """Keep the policy's error; its targets are tried again next time.
