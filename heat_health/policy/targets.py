@@ -19,6 +19,7 @@ project) is never a target.
 """
 
 import collections
+import time
 
 from heat.common import exception as heat_exception
 from heat.db import api as heat_db
@@ -115,12 +116,30 @@ def _parse(template_id, template, env_dict):
         return {}
 
 
-class Resolver(object):
-    """Resolves policies' targets; keeps parsed templates between calls."""
+# Seconds a tree's resources read are taken as read while none of its
+# stacks changed: a safety net, not the way changes are found.
+TREE_SECONDS = 60.0
 
-    def __init__(self):
+
+class Resolver(object):
+    """Resolves policies' targets; keeps parsed templates between calls.
+
+    It also keeps each tree's resource rows while the rows of its stacks
+    stay the same: Heat changes a resource only within an action of its
+    stack, which changes the stack's row (its status, its update time), so
+    a tree none of whose stacks changed, and none of whose stacks has an
+    action in progress, has the resources last read. A resolution of many
+    stacks then costs one query of their stack rows, not one of their
+    every resource.
+    """
+
+    def __init__(self, clock=time.monotonic):
         self._types = {}  # (raw_template_id, updated_at) -> {name: type}
         self._roots = {}  # stack id -> root stack id
+        # root id -> (its stacks' rows {id: _StackRow}, its resource rows,
+        # clock time read)
+        self._trees = {}
+        self._clock = clock
 
     def _root_ids(self, ctxt, stack_ids):
         for stack_id in set(stack_ids) - set(self._roots):
@@ -128,22 +147,64 @@ class Resolver(object):
                 ctxt, stack_id) or stack_id)
         return {stack_id: self._roots[stack_id] for stack_id in stack_ids}
 
+    @staticmethod
+    def _stack_rows(session, stack_ids):
+        S = heat_models.Stack
+        return {row.id: _StackRow(*row) for row in session.query(
+            S.id, S.owner_id, S.action, S.status, S.raw_template_id,
+            S.updated_at, S.created_at).filter(
+                S.id.in_(sorted(stack_ids)), S.deleted_at.is_(None),
+                sa_not_true(S.backup))}
+
+    def _unchanged(self, root_id, stacks, now):
+        """The resource rows kept of a tree none of whose stacks changed."""
+        tree = self._trees.get(root_id)
+        if tree is None or now - tree[2] >= TREE_SECONDS:
+            return None
+        known, resources, _at = tree
+        if any(stacks.get(sid) != row or row.status == IN_PROGRESS
+               for sid, row in known.items()):
+            return None
+        return resources
+
     def _load(self, ctxt, root_ids):
         """Live resources and stacks of the trees under root_ids."""
-        R, S, T = (heat_models.Resource, heat_models.Stack,
-                   heat_models.RawTemplate)
+        R, T = heat_models.Resource, heat_models.RawTemplate
+        now = self._clock()
         with heat_db.context_manager.reader.using(ctxt):
             session = ctxt.session
-            resources = session.query(
-                R.id, R.name, R.stack_id, R.physical_resource_id, R.action,
-                R.status, R.replaced_by).filter(
-                    R.root_stack_id.in_(sorted(root_ids))).all()
-            stack_ids = {r.stack_id for r in resources} | set(root_ids)
-            stacks = {row.id: _StackRow(*row) for row in session.query(
-                S.id, S.owner_id, S.action, S.status, S.raw_template_id,
-                S.updated_at, S.created_at).filter(
-                    S.id.in_(sorted(stack_ids)), S.deleted_at.is_(None),
-                    sa_not_true(S.backup))}
+            known = set(root_ids)
+            for root_id in root_ids:
+                known.update(self._trees.get(root_id, ({},))[0])
+            stacks = self._stack_rows(session, known)
+            resources = []
+            stale = []
+            for root_id in root_ids:
+                kept = self._unchanged(root_id, stacks, now)
+                if kept is None:
+                    stale.append(root_id)
+                else:
+                    resources.extend(kept)
+            if stale:
+                fresh = session.query(
+                    R.id, R.name, R.stack_id, R.physical_resource_id,
+                    R.action, R.status, R.replaced_by,
+                    R.root_stack_id).filter(
+                        R.root_stack_id.in_(sorted(stale))).all()
+                resources.extend(fresh)
+                new_ids = {r.stack_id for r in fresh} - set(stacks)
+                if new_ids:
+                    stacks.update(self._stack_rows(session, new_ids))
+                by_root = {root_id: [] for root_id in stale}
+                for row in fresh:
+                    by_root[row.root_stack_id].append(row)
+                for root_id, rows in by_root.items():
+                    tree = {sid: stacks[sid] for sid in
+                            {r.stack_id for r in rows} | {root_id}
+                            if sid in stacks}
+                    self._trees[root_id] = (tree, rows, now)
+            for gone in set(self._trees) - set(self._roots.values()):
+                del self._trees[gone]
             current = {(s.raw_template_id, s.updated_at)
                        for s in stacks.values()}
             wanted = current - set(self._types)

@@ -14,6 +14,7 @@ from oslo_db import exception as db_exc
 from oslo_db.sqlalchemy import test_fixtures
 from oslo_utils import timeutils
 from oslotest import base as test_base
+import sqlalchemy as sa
 
 from heat_health.db import api as db_api
 from heat_health.db import migration
@@ -520,12 +521,17 @@ class TargetResolutionTestCase(base.HeatHealthTestCase):
         policy = _policy('p1', self.stack.id, ['web', 'workers'], grace=60)
         before = {t.path: t.grace_until
                   for t in self.registry.refresh_targets(policy)}
+        # Heat works on a resource within an action of its stack.
+        heat_db.stack_update(self.ctx, self.stack.id,
+                             {'action': 'UPDATE', 'status': 'IN_PROGRESS'})
         heat_db.resource_update_and_save(self.ctx, self.stack['web'].id,
                                          {'status': 'IN_PROGRESS'})
         self.registry.refresh_targets(policy)
         later = timeutils.utcnow() + datetime.timedelta(seconds=30)
         heat_db.resource_update_and_save(self.ctx, self.stack['web'].id,
                                          {'status': 'COMPLETE'})
+        heat_db.stack_update(self.ctx, self.stack.id,
+                             {'action': 'UPDATE', 'status': 'COMPLETE'})
         with mock.patch.object(timeutils, 'utcnow', return_value=later):
             after = {t.path: t.grace_until
                      for t in self.registry.refresh_targets(policy)}
@@ -540,6 +546,29 @@ class TargetResolutionTestCase(base.HeatHealthTestCase):
         self.assertTrue(self.registry.resolve_now(policy).suspended)
         heat_db.stack_update(self.ctx, self.stack.id, {'action': 'RESUME'})
         self.assertFalse(self.registry.resolve_now(policy).suspended)
+
+    def test_resources_are_read_again_only_when_a_stack_changed(self):
+        policy = _policy('p1', self.stack.id, ['web', 'workers'])
+        self.registry.refresh_targets(policy)
+        statements = []
+
+        def executed(conn, cursor, statement, *args):
+            statements.append(statement)
+        engine = heat_db.context_manager.writer.get_engine()
+        sa.event.listen(engine, 'before_cursor_execute', executed)
+        self.addCleanup(sa.event.remove, engine, 'before_cursor_execute',
+                        executed)
+        self.registry.resolve_now(policy)
+        self.assertEqual([], [s for s in statements
+                              if 'FROM resource' in s])
+        # A stack update in progress: its resources are read at once.
+        heat_db.stack_update(self.ctx, self.stack.id,
+                             {'action': 'UPDATE', 'status': 'IN_PROGRESS'})
+        heat_db.resource_update_and_save(self.ctx, self.stack['web'].id,
+                                         {'status': 'IN_PROGRESS'})
+        found = self.registry.resolve_now(policy)
+        self.assertIn((self.stack.id, 'web'), found.busy)
+        self.assertTrue([s for s in statements if 'FROM resource' in s])
 
     def test_many_policies_in_one_batch(self):
         policies = [_policy('p%d' % n, self.stack.id, ['workers'])
