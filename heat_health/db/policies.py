@@ -55,15 +55,29 @@ def policy_delete(policy_id):
             id=policy_id).delete())
 
 
+# What changes in a policy's row whenever anything but its lease does: an
+# owner that knows these of a policy need not read its row (and its spec)
+# again at every claim.
+CLAIM_KEY = (models.Policy.generation, models.Policy.updated_at,
+             models.Policy.targets_version, models.Policy.enabled,
+             models.Policy.suspended, models.Policy.paused_at,
+             models.Policy.braked, models.Policy.error,
+             models.Policy.handoff_to)
+
+
 @db_session.retry_on_deadlock
 def policy_claim(engine_id, lease_seconds, policy_id=None,
-                 ring_owner=None, members=None):
+                 ring_owner=None, members=None, known=None):
     """Renew this engine's leases, offer, and take; returns what it owns.
 
     :param ring_owner: policy id -> the engine that should own it (the
         engines' hash ring); None: this engine wants every policy.
     :param members: the live engines (from the coordination group), or
         None: a holder is then live as long as its lease runs.
+    :param known: {policy id: its ``CLAIM_KEY`` values} the caller holds
+        rows of: then only the rows of the others (and of those whose key
+        changed) are read, and (rows, {policy id: key} of every policy
+        owned) is returned.
     A policy held by a live lease stays with its holder; the holder offers
     it (``handoff_to``) when the ring names another engine, which takes it
     at its next claim: the policy is watched until that moment. A take
@@ -125,7 +139,17 @@ def policy_claim(engine_id, lease_seconds, policy_id=None,
                                         P.lease_expires_at >= now)
         if policy_id is not None:
             query = query.filter(P.id == policy_id)
-        return db_session.detached(session, query.order_by(P.id).all())
+        if known is None:
+            return db_session.detached(session, query.order_by(P.id).all())
+        keys = {row[0]: tuple(row[1:]) for row in query.with_entities(
+            P.id, *CLAIM_KEY)}
+        changed = sorted(pid for pid, key in keys.items()
+                         if known.get(pid) != key)
+        rows = []
+        for start in range(0, len(changed), 500):
+            rows.extend(session.query(P).filter(
+                P.id.in_(changed[start:start + 500])).all())
+        return db_session.detached(session, rows), keys
 
 
 def policy_owners():

@@ -77,10 +77,19 @@ class Policy(base.VersionedObject, base.VersionedObjectDictCompat):
 
     @classmethod
     def claim(cls, engine_id, lease_seconds, policy_id=None,
-              ring_owner=None, members=None):
-        return cls._list(db_api.policy_claim(
+              ring_owner=None, members=None, known=None):
+        """The policies owned after claiming; see ``policy_claim``.
+
+        With ``known``: (the policies whose rows were read, {policy id:
+        key} of every policy owned).
+        """
+        found = db_api.policy_claim(
             engine_id, lease_seconds, policy_id=policy_id,
-            ring_owner=ring_owner, members=members))
+            ring_owner=ring_owner, members=members, known=known)
+        if known is None:
+            return cls._list(found)
+        rows, keys = found
+        return cls._list(rows), keys
 
     @classmethod
     def set_suspended(cls, policy_id, suspended):

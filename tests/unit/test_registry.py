@@ -91,6 +91,34 @@ class ClaimTestCase(base.HeatHealthTestCase):
         # engine-1 comes back: the policy stays with engine-2.
         self.assertEqual([], one.claim())
 
+    def test_a_claim_reads_again_only_the_rows_that_changed(self):
+        for n in range(3):
+            _policy('p%d' % n)
+        one = registry.Registry('engine-1', lease_seconds=30)
+        first = {p.id: p for p in one.claim()}
+        statements = []
+
+        def executed(conn, cursor, statement, *args):
+            statements.append(statement)
+        engine = db_session.get_engine()
+        sa.event.listen(engine, 'before_cursor_execute', executed)
+        self.addCleanup(sa.event.remove, engine, 'before_cursor_execute',
+                        executed)
+        again = {p.id: p for p in one.claim()}
+        self.assertEqual(first, again)
+        self.assertEqual([], [s for s in statements if 'spec' in s])
+        # A user's update of p1's spec is read at the next claim.
+        policy_object.Policy.create_or_update({
+            'id': 'p1', 'stack_id': 'stack-1', 'resource_name': 'policy',
+            'project_id': 'tenant', 'enabled': True,
+            'spec': {'targets': ['other'],
+                     'detection': {'node_update_timeout': 30}}})
+        del statements[:]
+        claimed = {p.id: p for p in one.claim()}
+        self.assertEqual(['other'], claimed['p1'].spec['targets'])
+        self.assertIs(first['p0'], claimed['p0'])
+        self.assertEqual(1, len([s for s in statements if 'spec' in s]))
+
     def test_a_lease_is_renewed_once_a_third_of_it_ran(self):
         _policy('p1')
         one = registry.Registry('engine-1', lease_seconds=30)
