@@ -287,7 +287,8 @@ class Engine(object):
 
         The rows read are those Monitor.tick reads: of the policies whose
         rows are due (``RefreshSchedule.rows_due``, where the acting core
-        has it) and of those whose places were just stored.
+        has it) and of those whose places were just stored. Returns the
+        ids of the policies whose rows were read.
         """
         rows_due = getattr(self._schedule, 'rows_due', None)
         read = (rows_due(policies, now, self._generations.get)
@@ -308,6 +309,7 @@ class Engine(object):
         if rows_due:
             self._schedule.rows_read([p for p in policies if p.id in found],
                                      now, self._generations.get)
+        return set(found)
 
     def _load_if_changed(self):
         """Monitor._load_if_changed: the tracker loads what changed."""

@@ -267,9 +267,11 @@ class Checker(object):
         tracker._take = _take
         refresh = engine._refresh
 
-        def _refresh(policies):
-            refresh(policies)
-            self._refreshed.update(p.id for p in policies)
+        def _refresh(policies, *args):
+            read = refresh(policies, *args)
+            # The policies whose rows were read (all, in older cores).
+            self._refreshed.update(p.id for p in policies
+                                   if read is None or p.id in read)
         engine._refresh = _refresh
 
     def _took(self, engine, target, observation, taken, noted):
