@@ -175,19 +175,27 @@ def write_stacks(run, server_ids, per_stack):
     return stack_ids
 
 
-def delete_stacks(run):
-    """Remove the rows of this run's stacks (and their template)."""
+def delete_stacks(run, prefix=PREFIX, tenant=TENANT):
+    """Remove the rows of this run's stacks (and their templates).
+
+    ``tenant`` None: the stacks of any project named after the run.
+    """
     ctxt = heat_context.get_admin_context()
     R, S, T = heat_models.Resource, heat_models.Stack, heat_models.RawTemplate
     with heat_db.context_manager.writer.using(ctxt):
         session = ctxt.session
-        stacks = session.query(S.id, S.raw_template_id).filter(
-            S.tenant == TENANT, S.name.like('%s-%s-%%' % (PREFIX, run))).all()
+        query = session.query(S.id, S.raw_template_id).filter(
+            S.name.like('%s-%s-%%' % (prefix, run)))
+        if tenant is not None:
+            query = query.filter(S.tenant == tenant)
+        stacks = query.all()
         if not stacks:
             return
         stack_ids = [row[0] for row in stacks]
-        session.query(R).filter(R.stack_id.in_(stack_ids)).delete(
-            synchronize_session=False)
+        for start in range(0, len(stack_ids), 500):
+            session.query(R).filter(R.stack_id.in_(
+                stack_ids[start:start + 500])).delete(
+                    synchronize_session=False)
         session.query(S).filter(S.id.in_(stack_ids)).delete(
             synchronize_session=False)
         session.query(T).filter(T.id.in_(sorted(

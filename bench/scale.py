@@ -193,22 +193,7 @@ def write_stacks(run, servers):
 
 def delete_stacks(run):
     """Remove the rows of this run's stacks (and their template)."""
-    ctxt = heat_context.get_admin_context()
-    R, S, T = heat_models.Resource, heat_models.Stack, heat_models.RawTemplate
-    with heat_db.context_manager.writer.using(ctxt):
-        session = ctxt.session
-        stacks = session.query(S.id, S.raw_template_id).filter(
-            S.name.like('%s-%s-%%' % (PREFIX, run))).all()
-        if not stacks:
-            return
-        ids = [row[0] for row in stacks]
-        for start in range(0, len(ids), 500):
-            session.query(R).filter(R.stack_id.in_(
-                ids[start:start + 500])).delete(synchronize_session=False)
-        session.query(S).filter(S.id.in_(ids)).delete(
-            synchronize_session=False)
-        session.query(T).filter(T.id.in_(sorted(
-            {row[1] for row in stacks}))).delete(synchronize_session=False)
+    failover.delete_stacks(run, prefix=PREFIX, tenant=None)
 
 
 def spec(per_stack, interval, url):
@@ -365,7 +350,20 @@ class Fault(object):
         self.source = None
 
 
-class Injector(object):
+class Paced(object):
+    """A background thread's work, started and paused by the phases."""
+
+    def __init__(self):
+        self._running = threading.Event()
+
+    def start(self):
+        self._running.set()
+
+    def pause(self):
+        self._running.clear()
+
+
+class Injector(Paced):
     """Faults at a steady rate, each reset once detected (or too late)."""
 
     def __init__(self, admin, events, victims, url_victims, policy_of,
@@ -379,16 +377,10 @@ class Injector(object):
         self._period = 1.0 / rate
         self._bound = bound
         self._stop = stop
-        self._running = threading.Event()
+        super(Injector, self).__init__()
         self.faults = []
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
-
-    def start(self):
-        self._running.set()
-
-    def pause(self):
-        self._running.clear()
 
     def _inject(self, kinds):
         mode, fault, notify = next(kinds)
@@ -440,7 +432,7 @@ class Injector(object):
         self._thread.join(timeout=10)
 
 
-class Notifications(object):
+class Notifications(Paced):
     """Nova notifications at a steady rate, mostly of unwatched servers."""
 
     def __init__(self, url, watched, rate, stop):
@@ -448,17 +440,11 @@ class Notifications(object):
         self._watched = list(watched)
         self._period = 1.0 / rate if rate else None
         self._stop = stop
-        self._running = threading.Event()
+        super(Notifications, self).__init__()
         self.sent = 0
         if self._period:
             self._thread = threading.Thread(target=self._run, daemon=True)
             self._thread.start()
-
-    def start(self):
-        self._running.set()
-
-    def pause(self):
-        self._running.clear()
 
     def _message(self, rnd):
         if rnd.random() < 0.05:
