@@ -7,6 +7,7 @@ import sqlalchemy as sa
 
 from heat_health.db import models
 from heat_health.db import session as db_session
+from heat_health.db import targets
 
 
 @db_session.retry_on_deadlock
@@ -24,7 +25,7 @@ def policy_create_or_update(values, grace_seconds=0):
             session.add(policy)
         else:
             if values.get('enabled') and not policy.enabled:
-                _grace_targets(session, policy.id, grace_seconds)
+                targets.grace_targets(session, policy.id, grace_seconds)
             for key, value in values.items():
                 setattr(policy, key, value)
         session.flush()
@@ -202,14 +203,8 @@ def policy_set_suspended(policy_id, suspended, grace_seconds=0):
             id=policy_id).update({'suspended': suspended},
                                  synchronize_session=False))
         if found and not suspended:
-            _grace_targets(session, policy_id, grace_seconds)
+            targets.grace_targets(session, policy_id, grace_seconds)
         return found
-
-
-def _grace_targets(session, policy_id, grace_seconds):
-    session.query(models.Target).filter_by(policy_id=policy_id).update(
-        {'grace_until': timeutils.utcnow() + datetime.timedelta(
-            seconds=grace_seconds)}, synchronize_session=False)
 
 
 def policy_set_braked(engine_id, policy_id, generation, reason):

@@ -107,6 +107,18 @@ def _bump_targets_version(session, policy_ids):
          'updated_at': P.updated_at}, synchronize_session=False)
 
 
+def grace_targets(session, policy_id, grace_seconds):
+    """Judge none of the policy's targets for ``grace_seconds`` from now.
+
+    Its owner reads the rows again (their version is bumped): a resumed or
+    re-enabled policy's grace must not wait for its safety re-read.
+    """
+    session.query(models.Target).filter_by(policy_id=policy_id).update(
+        {'grace_until': timeutils.utcnow() + datetime.timedelta(
+            seconds=grace_seconds)}, synchronize_session=False)
+    _bump_targets_version(session, {policy_id})
+
+
 def owner_index(server_ids=None):
     """{server id: {engine id, ...}} of the servers watched by live leases.
 

@@ -202,6 +202,28 @@ class ClaimTestCase(base.HeatHealthTestCase):
         self.assertEqual({'p1': []}, db_api.target_get_all(['p1']))
         self.assertFalse(policy_object.Policy.delete('p1'))
 
+    def test_a_grace_given_by_a_resume_is_read_by_the_owner_at_once(self):
+        _policy('p1')
+        db_api.target_sync('p1', {('x', 'web'): {'server_id': 's1',
+                                                 'path': 'web',
+                                                 'addresses': []}}, 0)
+        before = db_api.policy_get('p1').targets_version
+        db_api.policy_set_suspended('p1', True)
+        db_api.policy_set_suspended('p1', False, grace_seconds=60)
+        # Any engine stores the grace: the owner reads the rows again at
+        # its next tick, not only at its safety re-read a minute later.
+        after = db_api.policy_get('p1').targets_version
+        self.assertGreater(after, before)
+        row = db_api.target_get_all(['p1'])['p1'][0]
+        self.assertGreater(row.grace_until,
+                           timeutils.utcnow() + datetime.timedelta(seconds=50))
+        # So does a policy enabled again.
+        values = {'id': 'p1', 'stack_id': 'stack-1', 'resource_name': 'policy',
+                  'project_id': 'tenant', 'spec': {'targets': ['web']}}
+        db_api.policy_create_or_update(dict(values, enabled=False))
+        db_api.policy_create_or_update(dict(values, enabled=True), 60)
+        self.assertGreater(db_api.policy_get('p1').targets_version, after)
+
 
 class FakePartition(object):
     """The engines' group as a Partition shows it, on tooz's hash ring."""
