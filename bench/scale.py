@@ -953,6 +953,8 @@ def main():
     def interrupted(signum, frame):
         raise KeyboardInterrupt()
     signal.signal(signal.SIGTERM, interrupted)
+    # Ctrl-C cleans up also when started where SIGINT was ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     curve = {}
     try:
         with engines.deployment_engine_stopped():

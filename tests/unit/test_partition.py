@@ -23,6 +23,8 @@ HOST, PORT = '127.0.0.1', 6379
 MEMBERSHIP_TIMEOUT = 2
 URL = 'redis://%s:%d?membership_timeout=%d' % (HOST, PORT,
                                                MEMBERSHIP_TIMEOUT)
+# Seconds a test's loop may go without a refresh before its heartbeats stop.
+STALL = 1.0
 POLICIES = [str(uuid.UUID(int=n)) for n in range(100)]
 
 
@@ -64,8 +66,9 @@ class TestPartition(test_base.BaseTestCase):
         finally:
             coordinator.stop()
 
-    def _engine(self, url=URL):
-        engine = partition.Partition('engine-%s' % uuid.uuid4(), _conf(url))
+    def _engine(self, url=URL, stall_seconds=None):
+        engine = partition.Partition('engine-%s' % uuid.uuid4(), _conf(url),
+                                     stall_seconds=stall_seconds)
         engine.start()
         self.addCleanup(engine.stop)
         return engine
@@ -98,13 +101,14 @@ class TestPartition(test_base.BaseTestCase):
         self.assertEqual({one.engine_id}, one.refresh())
         self.assertEqual({one.engine_id: 100}, self._shares(one))
 
-    def test_engine_whose_heartbeat_lapsed_is_dropped_then_rejoins(self):
+    def test_engine_whose_loop_hangs_is_dropped_then_rejoins(self):
         one = self._engine()
-        two = self._engine()
+        two = self._engine(stall_seconds=STALL)
         one.refresh()
         two.refresh()
-        # two's loop hangs for longer than the membership timeout.
-        time.sleep(MEMBERSHIP_TIMEOUT + 0.5)
+        # two's loop hangs: its heartbeats stop once it has not called
+        # for STALL seconds, and it is dropped a membership timeout later.
+        time.sleep(STALL + partition.BEAT_SECONDS + MEMBERSHIP_TIMEOUT + 0.5)
         self.assertEqual({one.engine_id}, one.refresh())
         self.assertEqual({one.engine_id: 100}, self._shares(one))
         # two's loop runs again: it is in the group again, and both see
@@ -113,6 +117,17 @@ class TestPartition(test_base.BaseTestCase):
         self.assertEqual({one.engine_id, two.engine_id}, one.refresh())
         shares = self._shares(one, two)
         self.assertTrue(all(shares.values()), shares)
+
+    def test_a_long_step_of_a_live_loop_keeps_the_engine(self):
+        one = self._engine()
+        two = self._engine(stall_seconds=MEMBERSHIP_TIMEOUT * 3)
+        one.refresh()
+        two.refresh()
+        # two's loop is in one step (a takeover) for longer than the
+        # membership timeout, but less than its stall bound: its
+        # policies do not move.
+        time.sleep(MEMBERSHIP_TIMEOUT * 2)
+        self.assertEqual({one.engine_id, two.engine_id}, one.refresh())
 
     def test_without_a_backend_the_engine_owns_everything(self):
         alone = self._engine(url=None)

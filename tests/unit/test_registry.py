@@ -17,6 +17,7 @@ from oslotest import base as test_base
 import sqlalchemy as sa
 
 from heat_health.db import api as db_api
+from heat_health.db import fenced_writes
 from heat_health.db import migration
 from heat_health.db import models
 from heat_health.db import session as db_session
@@ -201,6 +202,50 @@ class ClaimTestCase(base.HeatHealthTestCase):
         self.assertTrue(policy_object.Policy.delete('p1'))
         self.assertEqual({'p1': []}, db_api.target_get_all(['p1']))
         self.assertFalse(policy_object.Policy.delete('p1'))
+
+    def test_state_changes_stored_in_batches_each_only_if_still_true(self):
+        _policy('p1')
+        db_api.target_sync('p1', {
+            ('x', 'web-%d' % n): {'server_id': 's%d' % n, 'path': 'web',
+                                  'addresses': []} for n in range(5)}, 0)
+        one = registry.Registry('engine-1', lease_seconds=30)
+        one.claim()
+        generation = one.generation('p1')
+        ids = {t.server_id: t.id for t in db_api.target_get_all(['p1'])['p1']}
+
+        def change(server, old, new, server_id=None, gen=generation):
+            return {'target': {'id': ids[server], 'state': new,
+                               'state_reason': 'seen %s' % new},
+                    'old_state': old, 'server_id': server_id or server,
+                    'generation': gen,
+                    'event': {'policy_id': 'p1', 'server_id': server,
+                              'path': 'web', 'old_state': old,
+                              'new_state': new, 'reason': '',
+                              'source': 'test'}}
+        changes = [
+            change('s0', 'NO_DATA', 'HEALTHY'),
+            # Decided of the state the previous change gave it.
+            change('s0', 'HEALTHY', 'UNHEALTHY'),
+            change('s1', 'HEALTHY', 'UNHEALTHY'),         # not in that state
+            change('s2', 'NO_DATA', 'HEALTHY', 'other'),  # another server
+            change('s3', 'NO_DATA', 'HEALTHY', gen=generation + 1),
+            change('s4', 'NO_DATA', 'HEALTHY')]
+        with mock.patch.object(fenced_writes, 'BATCH', 2):
+            # Not this engine's: nothing is written.
+            self.assertEqual(set(), db_api.target_transition('engine-2',
+                                                             changes))
+            done = db_api.target_transition('engine-1', changes)
+        self.assertEqual({ids['s0'], ids['s4']}, done)
+        self.assertEqual({'s0': 'UNHEALTHY', 's1': 'NO_DATA',
+                          's2': 'NO_DATA', 's3': 'NO_DATA',
+                          's4': 'HEALTHY'},
+                         {t.server_id: t.state
+                          for t in db_api.target_get_all(['p1'])['p1']})
+        # One event per change stored, in the order they were decided.
+        self.assertEqual([('s0', 'HEALTHY'), ('s0', 'UNHEALTHY'),
+                          ('s4', 'HEALTHY')],
+                         [(e.server_id, e.new_state)
+                          for e in db_api.event_get_after(['p1'])])
 
     def test_a_grace_given_by_a_resume_is_read_by_the_owner_at_once(self):
         _policy('p1')

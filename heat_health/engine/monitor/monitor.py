@@ -340,11 +340,11 @@ class Monitor(object):
     def _heartbeat(self):
         """Tell the group this loop is alive; False without a group.
 
-        Sent when a tick starts and again after each long step of it: a
-        takeover (targets stored, servers looked up, their states stored)
-        may outlast the group's membership timeout on a busy host, and an
-        engine dropped for that hands its policies on, which makes the
-        next owner's tick as long.
+        Told when a tick starts and again after each long step of it; the
+        partition's heartbeats go on for a lease after the last call, so
+        that a takeover (targets stored, servers looked up, their states
+        stored) that outlasts the group's membership timeout on a busy
+        host does not drop the engine and hand its policies on.
         """
         partition = self.registry.partition
         if partition is None or not partition.enabled:

@@ -7,9 +7,13 @@ when an engine joins or leaves only the policies of its arcs move. The
 policy row's lease stays the fencing token; the ring only says who should
 hold it (see ``db.api.policy_claim`` for the hand-off).
 
-The heartbeat is sent by the monitor loop itself (``refresh``), never by a
-thread of its own: an engine whose loop hangs drops out of the group, and
-its policies are taken by the others.
+The monitor loop proves it is alive by calling ``refresh`` at every tick
+and between the long steps of one. Heartbeats are sent every second by a
+thread of their own, but only while the loop's last call is less than a
+lease old: a long step (the takeover of thousands of servers) does not
+drop the engine and move its policies again, while an engine whose loop
+hangs stops beating, drops out of the group after the backend's
+membership timeout, and its policies are taken by the others.
 
 Without a backend there is no ring: one engine owns everything, and further
 engines only take policies whose lease has expired.
@@ -17,6 +21,7 @@ engines only take policies whose lease has expired.
 
 from concurrent import futures
 import threading
+import time
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -37,6 +42,9 @@ REFRESH_TIMEOUT = 2.0
 # to 49%; with 1024, 35% and at most 37% (200 rings of random ids).
 RING_PARTITIONS = 2 ** 10
 
+# Seconds between two heartbeats sent for a loop that is alive.
+BEAT_SECONDS = 1.0
+
 
 def ring(members):
     """The hash ring of these engine ids, as every engine builds it."""
@@ -52,10 +60,18 @@ class Partition(object):
     """This engine's view of the group; ``owner()`` of any policy.
 
     :param engine_id: this engine's member id (its Heat engine id).
+    :param stall_seconds: how long after the loop's last ``refresh`` its
+        heartbeats go on; by default a lease (``[heat_health]
+        lease_seconds``): past it the loop holds no lease anyway.
     """
 
-    def __init__(self, engine_id, conf=cfg.CONF):
+    def __init__(self, engine_id, conf=cfg.CONF, stall_seconds=None):
         self.engine_id = engine_id
+        self._stall = (cfg.CONF.heat_health.lease_seconds
+                       if stall_seconds is None else stall_seconds)
+        self._progress = None   # monotonic time of the last refresh
+        self._stopped = threading.Event()
+        self._beats = None
         self._url = conf.coordination.backend_url
         self._coordinator = None
         self._ring = None
@@ -78,6 +94,27 @@ class Partition(object):
             return
         # Joined by the first refresh, which waits a bounded time.
         self.refresh()
+        self._beats = threading.Thread(target=self._beat, daemon=True,
+                                       name='heat-health-heartbeat')
+        self._beats.start()
+
+    def _beat(self):
+        """Send heartbeats while the loop has called ``refresh`` lately."""
+        while not self._stopped.wait(BEAT_SECONDS):
+            progress = self._progress
+            if progress is None or time.monotonic() - progress > self._stall:
+                continue
+            try:
+                self._submit()
+            except RuntimeError:
+                return   # stopped meanwhile
+
+    def _submit(self):
+        """The backend call in progress, or a new one (never two)."""
+        with self._lock:
+            if self._pending is None or self._pending.done():
+                self._pending = self._executor.submit(self._refresh)
+            return self._pending
 
     def _connect(self):
         """Join the group; False (and an error logged) if it cannot."""
@@ -114,10 +151,8 @@ class Partition(object):
         """
         if not self.enabled:
             return None
-        with self._lock:
-            if self._pending is None or self._pending.done():
-                self._pending = self._executor.submit(self._refresh)
-            pending = self._pending
+        self._progress = time.monotonic()
+        pending = self._submit()
         try:
             return pending.result(timeout=REFRESH_TIMEOUT)
         except futures.TimeoutError:
@@ -174,6 +209,7 @@ class Partition(object):
         return ring_owner(self._ring, policy_id)
 
     def stop(self):
+        self._stopped.set()
         self._executor.shutdown(wait=False)
         if self._coordinator is None:
             return
