@@ -158,6 +158,27 @@ class TestMonitor(base.HeatHealthTestCase):
         self.assertEqual('UNHEALTHY', states[('pb', 's2')])
         self.assertEqual('HEALTHY', states[('pa', 's1')])
 
+    def test_a_policy_that_comes_later_joins_the_next_listing(self):
+        self.registry.policies = [_policy('pa', interval=30)]
+        self.monitor.tick()
+        self.assertEqual(['all'], [c for c in self.nova.calls
+                                   if c == 'all'])
+        # pb comes 10 s later (a takeover): its servers are looked up by
+        # id, and it is listed with pa 20 s later, not in a listing of
+        # its own in between.
+        self.registry.policies = [_policy('pa', interval=30),
+                                  _policy('pb', interval=30)]
+        self.time += 10
+        self.monitor.tick()
+        listings = []
+        for _second in range(50):
+            self.time += 1
+            del self.nova.calls[:]
+            self.monitor.tick()
+            listings.extend(self.time for c in self.nova.calls
+                            if c != 'all' and c[0] == 'changed')
+        self.assertEqual([1030.0, 1060.0], listings)
+
     def test_new_targets_have_no_data_until_nova_answers(self):
         self.nova.error = 'computeFault: 500'
         self.monitor.tick()

@@ -45,7 +45,7 @@ REFRESH_SECONDS = 5.0
 # Seconds between two reads of a policy's target rows when nothing said
 # they changed (a new owner, their servers' version, a resolution that
 # stored new places): a safety net, not the way changes are found.
-ROWS_SECONDS = 60.0
+ROWS_SECONDS = 300.0
 
 # Seconds a pool's admin state is taken as last read.
 POOL_STATE_SECONDS = 60.0
@@ -381,12 +381,23 @@ class Monitor(object):
             self._watched_sent = watched
 
     def _poll_if_due(self, now):
-        due = [p for p in self._policies.values()
-               if p.parsed.polled and self._next_poll.get(p.id, 0) <= now]
-        if not due:
+        """One listing for every polled policy, when any of them is due.
+
+        All are then due again from now: a policy that came later (a
+        takeover, a new stack) joins the next poll of the others instead
+        of adding a listing in between (its servers were looked up by id
+        when they became watched).
+        """
+        polled = [p for p in self._policies.values() if p.parsed.polled]
+        upcoming = min([self._next_poll[p.id] for p in polled
+                        if p.id in self._next_poll] or [now])
+        for policy in polled:
+            self._next_poll.setdefault(
+                policy.id, min(upcoming, now + policy.parsed.interval))
+        if not any(self._next_poll[p.id] <= now for p in polled):
             return
         news = self.poller.poll()
-        for policy in due:
+        for policy in polled:
             self._next_poll[policy.id] = now + policy.parsed.interval
         if self._costs is not None:
             self._costs.cycle(len(self.poller.listed), news)
