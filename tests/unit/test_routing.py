@@ -39,11 +39,13 @@ class FakeTracker(object):
 class FakeForwarder(object):
     def __init__(self):
         self.sent = []
+        self.messages = 0
         self.error = None
 
     def forward(self, engine_id, observations, hops):
         if self.error:
             raise self.error
+        self.messages += 1
         self.sent.extend((engine_id, o.server_id, hops)
                          for o in observations)
 
@@ -233,3 +235,13 @@ class TestRouter(base.HeatHealthTestCase):
         self.assertEqual({('e2', 's1', routing.MAX_HOPS),
                           ('e2', 's3', routing.MAX_HOPS)},
                          set(self.forwarder.sent))
+        # Both of e2's in one message.
+        self.assertEqual(1, self.forwarder.messages)
+
+    def test_many_verdicts_let_go_go_in_a_few_messages(self):
+        self._move('pa', 'e2')
+        with mock.patch.object(routing, 'FORWARD_BATCH', 2):
+            self.router.hand_on([_news('s1'), _news('s3'), _news('s1'),
+                                 _news('s3'), _news('s1')])
+        self.assertEqual(5, len(self.forwarder.sent))
+        self.assertEqual(3, self.forwarder.messages)

@@ -20,6 +20,7 @@ hands on the verdicts of the targets it let go, and the new owner keeps the
 news of servers it holds but has not loaded yet until its next tick.
 """
 
+import collections
 import threading
 import time
 
@@ -37,6 +38,9 @@ LOG = logging.getLogger(__name__)
 
 # Forwarded news is passed on at most this many more times.
 MAX_HOPS = 1
+
+# Most observations forwarded to an engine in one message.
+FORWARD_BATCH = 500
 
 # Seconds news of a server held but not yet loaded here is kept for.
 KEEP_SECONDS = 60.0
@@ -173,6 +177,7 @@ class Router(object):
             return
         owners = db_api.owner_index({o.server_id for o in observations})
         now = self._clock()
+        sent = collections.defaultdict(list)   # engine id -> its news
         for observation in observations:
             for engine in owners.get(observation.server_id, ()):
                 if engine == self.engine_id:
@@ -181,7 +186,13 @@ class Router(object):
                     with self._lock:
                         self._kept.append((now, observation))
                 elif hops >= 0:
-                    self._forward(engine, [observation], hops)
+                    sent[engine].append(observation)
+        # A load that lets thousands of servers go (policies moved to
+        # engines that joined) sends a few messages, not one per server.
+        for engine, news in sent.items():
+            for start in range(0, len(news), FORWARD_BATCH):
+                self._forward(engine, news[start:start + FORWARD_BATCH],
+                              hops)
 
     def replay(self):
         """Give the tracker the news kept for servers it loaded since.
