@@ -411,3 +411,39 @@ class HeatEventsTest(unittest.TestCase):
         self.assertIn('marked CHECK_FAILED', self.replacer.events[0])
         self.assertIn('stack update (existing) requested',
                       self.replacer.events[1])
+
+
+class UnappliedDrainer(object):
+    """Octavia accepted the batch, its worker has not applied it yet."""
+
+    def __init__(self):
+        self.applied = False
+        self.drains = 0
+
+    def drain(self, stack_id, drained, waited=0, settle=True, cohort=None):
+        self.drains += 1
+        if settle and not self.applied:
+            raise loop.lb_drain.NotYet('did not take the change yet')
+        return {}
+
+
+class DrainTest(unittest.TestCase):
+
+    def test_a_replacement_waits_until_the_load_balancer_took_the_drain(
+            self):
+        drainer = UnappliedDrainer()
+        now = [loop.timeutils.utcnow()]
+        recovery = loop.RecoveryLoop(
+            'engine', FakeTracker(), FakeReplacer(), actions=lambda s: None,
+            drainer=drainer, conf=cfg.CONF, clock=lambda: now[0])
+        self.addCleanup(recovery._pool.shutdown)
+        recovery.timeline = mock.Mock()
+        target = _target('intent', drained={'pool': ['10.0.0.5', 1]})
+        stored = {'action': loop.RECREATE,
+                  'drained': {'pool': ['10.0.0.5', 1]}}
+        # The server is not replaced while new connections may still go
+        # to it: the action goes on at a later pass.
+        self.assertFalse(recovery._drain(_policy(), target, dict(stored)))
+        drainer.applied = True
+        self.assertTrue(recovery._drain(_policy(), target, dict(stored)))
+        self.assertEqual(2, drainer.drains)

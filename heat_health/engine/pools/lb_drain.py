@@ -25,10 +25,11 @@ together drain as a ``Cohort``: each drain joins it,
 and the last on its way sends them all in one batch; the others find
 theirs sent when they carry on. Without it, drains that arrive a few
 tenths of a second apart go in two batches, the second after Octavia
-applied the first. A drain before a
-replacement does not wait for the load balancer to take it (``settle``
-False): the old server is stopped and replaced anyway, and Octavia has
-stored the weight once it accepted the batch.
+applied the first. A drain waits until the load balancer took it before
+its action goes on (``settle``): Octavia's worker stores the weights of a
+batch only once it applied them, so a replacement that did not wait could
+be created, and the old server stopped, while new connections still went
+to it.
 """
 
 import threading

@@ -362,11 +362,12 @@ class AttemptStages(object):
         with self._lock:
             cohort = self._cohorts.get(target.id)
         try:
-            # A server to be replaced is stopped and replaced whether or
-            # not the load balancer took the weight yet.
+            # Every action waits until the load balancer took the weight:
+            # Octavia's worker stores a batch's weights only once it has
+            # applied them, a second or more after the API accepted it,
+            # and a server replaced meanwhile still gets new connections.
             self._drainer.drain(policy.stack_id, drained,
                                 (now - started).total_seconds(),
-                                settle=recovery.get('action') != RECREATE,
                                 cohort=cohort and (cohort, target.id, now))
         except lb_drain.NotYet as ex:
             LOG.info('Drain of %(p)s goes on at the next pass: %(e)s',
