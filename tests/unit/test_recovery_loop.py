@@ -346,16 +346,22 @@ class NotSwappedDrainer(object):
         return {}
 
 
+def _drain_loop(case, drainer, now):
+    """A recovery loop with this drainer, at the clock time ``now[0]``."""
+    recovery = loop.RecoveryLoop(
+        'engine', FakeTracker(), FakeReplacer(), actions=lambda s: None,
+        drainer=drainer, conf=cfg.CONF, clock=lambda: now[0])
+    case.addCleanup(recovery._pool.shutdown)
+    recovery.timeline = mock.Mock()
+    return recovery
+
+
 class RestoreTest(unittest.TestCase):
 
     def test_a_restore_put_off_is_tried_again_a_second_later(self):
         drainer = NotSwappedDrainer()
         now = [loop.timeutils.utcnow()]
-        recovery = loop.RecoveryLoop(
-            'engine', FakeTracker(), FakeReplacer(), actions=lambda s: None,
-            drainer=drainer, conf=cfg.CONF, clock=lambda: now[0])
-        self.addCleanup(recovery._pool.shutdown)
-        recovery.timeline = mock.Mock()
+        recovery = _drain_loop(self, drainer, now)
         target = _target('updating', drained={'pool': ['10.0.0.5', 1]})
         target.state = states.HEALTHY
         step = planner.Restore(target)
@@ -432,12 +438,7 @@ class DrainTest(unittest.TestCase):
     def test_a_replacement_waits_until_the_load_balancer_took_the_drain(
             self):
         drainer = UnappliedDrainer()
-        now = [loop.timeutils.utcnow()]
-        recovery = loop.RecoveryLoop(
-            'engine', FakeTracker(), FakeReplacer(), actions=lambda s: None,
-            drainer=drainer, conf=cfg.CONF, clock=lambda: now[0])
-        self.addCleanup(recovery._pool.shutdown)
-        recovery.timeline = mock.Mock()
+        recovery = _drain_loop(self, drainer, [loop.timeutils.utcnow()])
         target = _target('intent', drained={'pool': ['10.0.0.5', 1]})
         stored = {'action': loop.RECREATE,
                   'drained': {'pool': ['10.0.0.5', 1]}}
