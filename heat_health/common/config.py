@@ -188,6 +188,16 @@ monitor_opts = [
                       'claim policies, run the detectors that are due, '
                       'end graces. Policy intervals are checked at this '
                       'granularity.'),
+    cfg.IntOpt('takeover_batch',
+               default=100, min=1,
+               help='Most policies one heat-health-engine takes over in one '
+                    'pass of the monitor loop (those nobody watches first, '
+                    'then those the hash ring moves to it from a live '
+                    'engine, which watches them until then); the others at '
+                    'the next passes. Each server taken over is looked up '
+                    'in Nova and its state stored: in batches, every pass '
+                    'stays short and the engine keeps its place in the '
+                    'coordination group.'),
     cfg.BoolOpt('log_poll_costs',
                 default=False,
                 help='Log one line per status poll cycle with what the '

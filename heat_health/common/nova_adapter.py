@@ -31,6 +31,13 @@ NOVA_API_VERSION = '2.16'
 # per id: Nova's ``uuid`` filter takes one id (the last one given).
 BY_ID_LIMIT = 20
 
+# Above BY_ID_LIMIT ids, the listings of their projects (one request per
+# project and page) are asked instead of a full listing when the ids are
+# in at most this many projects: a takeover's servers are those of the
+# policies taken, a share of the fleet that a full listing would list
+# whole.
+BY_PROJECT_LIMIT = 100
+
 Server = collections.namedtuple('Server', ['status', 'addresses', 'name',
                                            'task_state', 'updated',
                                            'power_state', 'host'],
@@ -184,22 +191,30 @@ class NovaAdapter(object):
         """{server_id: Server} of every existing server."""
         return self._all_pages({'all_tenants': 1})
 
-    def list_by_ids(self, server_ids):
+    def list_by_ids(self, server_ids, projects=None):
         """{server_id: Server} of these servers (those Nova lists).
 
         A request per id with Nova's ``uuid`` filter, which keeps only one
-        value; a full listing, filtered here, above BY_ID_LIMIT ids.
+        value. Above BY_ID_LIMIT ids: the listings of ``projects`` (the
+        projects these servers are in, when known and at most
+        BY_PROJECT_LIMIT), else a full listing, filtered here.
         """
         ids = sorted(set(server_ids))
-        if len(ids) > BY_ID_LIMIT:
-            wanted = set(ids)
-            return {s: server for s, server in self.list_all().items()
-                    if s in wanted}
-        servers = {}
-        for server_id in ids:
-            servers.update(_servers(self._get({'all_tenants': 1,
-                                               'uuid': server_id})))
-        return servers
+        if len(ids) <= BY_ID_LIMIT:
+            servers = {}
+            for server_id in ids:
+                servers.update(_servers(self._get({'all_tenants': 1,
+                                                   'uuid': server_id})))
+            return servers
+        if projects and len(set(projects)) <= BY_PROJECT_LIMIT:
+            listed = {}
+            for project_id in sorted(set(projects)):
+                listed.update(self._all_pages({'all_tenants': 1,
+                                               'project_id': project_id}))
+        else:
+            listed = self.list_all()
+        wanted = set(ids)
+        return {s: server for s, server in listed.items() if s in wanted}
 
     def list_page(self, marker=None):
         """One page of all servers in id order, for a spread-out listing."""

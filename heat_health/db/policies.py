@@ -68,7 +68,7 @@ CLAIM_KEY = (models.Policy.generation, models.Policy.updated_at,
 
 @db_session.retry_on_deadlock
 def policy_claim(engine_id, lease_seconds, policy_id=None,
-                 ring_owner=None, members=None, known=None):
+                 ring_owner=None, members=None, known=None, take_limit=None):
     """Renew this engine's leases, offer, and take; returns what it owns.
 
     :param ring_owner: policy id -> the engine that should own it (the
@@ -79,6 +79,9 @@ def policy_claim(engine_id, lease_seconds, policy_id=None,
         rows of: then only the rows of the others (and of those whose key
         changed) are read, and (rows, {policy id: key} of every policy
         owned) is returned.
+    :param take_limit: most policies taken in this claim (None: all due),
+        the others at the next claims: those nobody watches first, then
+        those a live holder offers (watched by it until taken).
     A policy held by a live lease stays with its holder; the holder offers
     it (``handoff_to``) when the ring names another engine, which takes it
     at its next claim: the policy is watched until that moment. A take
@@ -114,7 +117,9 @@ def policy_claim(engine_id, lease_seconds, policy_id=None,
                     offers[row.id] = offer
             elif wanted_by == engine_id and (
                     not live or row.handoff_to == engine_id):
-                takes.append((row.id, row.generation))
+                takes.append((live, row.id, row.generation))
+        if take_limit is not None:
+            takes = sorted(takes)[:take_limit]
         if keep:
             session.query(P).filter(
                 P.id.in_(keep), P.engine_id == engine_id,
@@ -128,7 +133,7 @@ def policy_claim(engine_id, lease_seconds, policy_id=None,
                                     P.engine_id == engine_id).update(
                 {'handoff_to': offer, 'updated_at': P.updated_at},
                 synchronize_session=False)
-        for pid, generation in takes:
+        for _live, pid, generation in takes:
             session.query(P).filter(P.id == pid,
                                     P.generation == generation).update(
                 {'engine_id': engine_id, 'lease_expires_at': expires,

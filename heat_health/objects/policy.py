@@ -77,7 +77,7 @@ class Policy(base.VersionedObject, base.VersionedObjectDictCompat):
 
     @classmethod
     def claim(cls, engine_id, lease_seconds, policy_id=None,
-              ring_owner=None, members=None, known=None):
+              ring_owner=None, members=None, known=None, take_limit=None):
         """The policies owned after claiming; see ``policy_claim``.
 
         With ``known``: (the policies whose rows were read, {policy id:
@@ -85,7 +85,8 @@ class Policy(base.VersionedObject, base.VersionedObjectDictCompat):
         """
         found = db_api.policy_claim(
             engine_id, lease_seconds, policy_id=policy_id,
-            ring_owner=ring_owner, members=members, known=known)
+            ring_owner=ring_owner, members=members, known=known,
+            take_limit=take_limit)
         if known is None:
             return cls._list(found)
         rows, keys = found

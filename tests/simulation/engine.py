@@ -246,7 +246,8 @@ class Engine(object):
         self._fresh = {}
         policies = policy_object.Policy.claim(
             self.id, world.lease_seconds,
-            ring_owner=world.ring_owner(self.id), members=world.members)
+            ring_owner=world.ring_owner(self.id), members=world.members,
+            take_limit=world.take_limit)
         self._generations = {p.id: p.generation for p in policies}
         self._policies = {p.id: p for p in policies}
         for cache in (self._targets, self._next_poll, self._next_url,

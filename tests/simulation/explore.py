@@ -158,7 +158,9 @@ def _describe(kwargs, engines, limit):
                 recovery['max_concurrent'], limit,
                 ', OBSERVE' if recovery.get('mode') else '') +
             (', poll URLs, policy-shared on policy-0\'s servers'
-             if kwargs.get('shared') else ''))
+             if kwargs.get('shared') else '') +
+            (', %d takeover per claim' % kwargs['take_limit']
+             if kwargs.get('take_limit') else ''))
 
 
 def _no_yield(world):
@@ -180,6 +182,9 @@ class Explorer(object):
         self.rnd = random.Random(seed)
         engines = engines or self.rnd.randint(2, 3)
         kwargs, self.limit = policy_shape(self.rnd)
+        # Every other run takes over one policy per claim (the random
+        # draws of the shape stay as they were for each seed).
+        kwargs['take_limit'] = 1 if seed % 2 else None
         self.shape = _describe(kwargs, engines, self.limit)
         cfg.CONF.set_override('max_concurrent_recoveries', self.limit,
                               group='heat_health')

@@ -763,7 +763,7 @@ class _Listing(object):
         self.requests += 1
         return self._nova._listed('list_all', lambda s: not s.deleted)
 
-    def list_by_ids(self, server_ids):
+    def list_by_ids(self, server_ids, projects=None):
         self.requests += 1
         wanted = set(server_ids)
         return self._nova._listed(

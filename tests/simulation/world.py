@@ -116,10 +116,12 @@ class World(object):
 
     def __init__(self, engines=1, policy=None, servers=3, pool=True,
                  policies=1, nested=True, seed=0, lease_seconds=30,
-                 weight=1, drain_sleep='advance', shared=False):
+                 weight=1, drain_sleep='advance', shared=False,
+                 take_limit=None):
         self.clock = clock_mod.VirtualClock()
         self.trace = []
         self.lease_seconds = lease_seconds
+        self.take_limit = take_limit   # most policies taken per claim
         self.drain_sleep = drain_sleep
         self.ring = {}          # policy id -> engine id the ring names
         self.members = None     # live engine ids; None: leases decide

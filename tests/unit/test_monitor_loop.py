@@ -145,6 +145,8 @@ class TestMonitor(base.HeatHealthTestCase):
         self.assertEqual([('ids', ('s1', 's2', 's3')), 'all'],
                          self.nova.calls)
         self.assertEqual([['pa', 'pb']], self.registry.refreshed)
+        # Many of them are listed by the projects of the policies taken.
+        self.assertEqual({'project-pa', 'project-pb'}, self.nova.projects)
         self.nova.changed = {'s2': nova_adapter.Server('SHUTOFF', {})}
         self.time += 1
         self.monitor.tick()

@@ -49,8 +49,9 @@ class FakeNova(object):
         self._call(('changed', since))
         return dict(self.changed)
 
-    def list_by_ids(self, server_ids):
+    def list_by_ids(self, server_ids, projects=None):
         self._call(('ids', tuple(sorted(server_ids))))
+        self.projects = projects
         return {s: self.servers[s] for s in server_ids if s in self.servers}
 
     def list_page(self, marker=None):
@@ -164,8 +165,10 @@ class TestStatusPoller(base.HeatHealthTestCase):
         self.nova.servers['c'] = nova_adapter.Server('ACTIVE', ['10.0.0.3'],
                                                      'vm-c')
         self.nova.servers['d'] = _server('BUILD')
-        self.assertEqual(2, self.poller.lookup({'b', 'c', 'd', 'gone'}))
+        self.assertEqual(2, self.poller.lookup({'b', 'c', 'd', 'gone'},
+                                               projects={'p1'}))
         self.assertEqual([('ids', ('b', 'c', 'd', 'gone'))], self.nova.calls)
+        self.assertEqual({'p1'}, self.nova.projects)
         # The verdict stands for the notifications too: an event-only
         # policy has a verdict before any notification arrives.
         self.assertEqual(
@@ -289,6 +292,40 @@ class TestAdapter(base.HeatHealthTestCase):
         self.assertEqual(['id-000'], list(adapter.list_by_ids(ids)))
         self.assertEqual(1, len(http.urls))
         self.assertNotIn('uuid=', http.urls[0])
+
+    def test_by_many_ids_in_few_projects_their_listings(self):
+        """A takeover's servers: their projects are listed, not the fleet."""
+        ids = ['id-%03d' % n for n in range(nova_adapter.BY_ID_LIMIT + 1)]
+        adapter, http = self._adapter(
+            {'servers': [{'id': 'id-000', 'status': 'ACTIVE'},
+                         {'id': 'other', 'status': 'ACTIVE'}],
+             'servers_links': [{'rel': 'next',
+                                'href': '/servers/detail?marker=other'}]},
+            {'servers': [{'id': 'id-001', 'status': 'ERROR'}]},
+            {'servers': [{'id': 'id-002', 'status': 'ACTIVE'}]})
+        servers = adapter.list_by_ids(ids, projects={'p2', 'p1'})
+        self.assertEqual({'id-000': 'ACTIVE', 'id-001': 'ERROR',
+                          'id-002': 'ACTIVE'},
+                         {s: v.status for s, v in servers.items()})
+        self.assertEqual(3, len(http.urls))
+        for url in http.urls:
+            self.assertIn('all_tenants=1', url)
+            self.assertNotIn('uuid=', url)
+        self.assertIn('project_id=p1', http.urls[0])
+        self.assertIn('marker=other', http.urls[1])
+        self.assertIn('project_id=p1', http.urls[1])
+        self.assertIn('project_id=p2', http.urls[2])
+
+    def test_by_many_ids_in_many_projects_one_listing(self):
+        ids = ['id-%03d' % n for n in range(nova_adapter.BY_ID_LIMIT + 1)]
+        projects = {'p%d' % n
+                    for n in range(nova_adapter.BY_PROJECT_LIMIT + 1)}
+        adapter, http = self._adapter(
+            {'servers': [{'id': 'id-000', 'status': 'ACTIVE'}]})
+        self.assertEqual(['id-000'], list(adapter.list_by_ids(
+            ids, projects=projects)))
+        self.assertEqual(1, len(http.urls))
+        self.assertNotIn('project_id=', http.urls[0])
 
     def test_power_state_is_listed(self):
         adapter, _http = self._adapter(

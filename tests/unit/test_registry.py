@@ -10,6 +10,7 @@ from heat.db import api as heat_db
 from heat.engine import stack as heat_stack
 from heat.engine import template
 from heat.tests import utils
+from oslo_config import cfg
 from oslo_db import exception as db_exc
 from oslo_db.sqlalchemy import test_fixtures
 from oslo_utils import timeutils
@@ -376,6 +377,45 @@ class RingClaimTestCase(base.HeatHealthTestCase):
         # Without a group view, a live lease of another engine is kept.
         three = self._engine('e3', None)
         self.assertEqual([], three.claim())
+
+    def test_takeovers_in_batches_those_nobody_watches_first(self):
+        cfg.CONF.set_override('takeover_batch', 3, group='heat_health')
+        self.addCleanup(cfg.CONF.clear_override, 'takeover_batch',
+                        group='heat_health')
+        for n in range(10, 20):
+            self.ids.append('p%d' % n)
+            _policy(self.ids[-1])
+        one = self._engine('e1', FakePartition(['e1']))
+        claimed = [{p.id for p in one.claim()} for _n in range(7)]
+        self.assertEqual([3, 6, 9, 12, 15, 18, 20],
+                         [len(c) for c in claimed])
+        self.assertEqual(set(self.ids), claimed[-1])
+        # e2 joins: e1 offers the ring's moved policies, and e3's are
+        # freed as e3 leaves the group: e2 takes e3's first, as nobody
+        # watches them, then the offered ones, three at each claim.
+        both = FakePartition(['e1', 'e2'])
+        one.partition = both
+        one.claim()
+        moved = {p for p in self.ids if both.owner(p) == 'e2'}
+        self.assertGreater(len(moved), 3)
+        with db_session.facade.writer.using(db_session.Session()) as s:
+            orphans = sorted(moved)[-2:]
+            s.query(models.Policy).filter(
+                models.Policy.id.in_(orphans)).update(
+                    {'engine_id': 'e3', 'handoff_to': None},
+                    synchronize_session=False)
+        two = self._engine('e2', both)
+        first = {p.id for p in two.claim()}
+        self.assertEqual(3, len(first))
+        self.assertTrue(set(orphans) <= first, (orphans, first))
+        # The others are still e1's until taken: watched all along.
+        rows = _rows()
+        for policy_id in moved - first:
+            self.assertEqual(('e1', 'e2'), (rows[policy_id][0],
+                                            rows[policy_id][2]))
+        while len(first) < len(moved):
+            first = {p.id for p in two.claim()}
+        self.assertEqual(moved, first)
 
     def test_registration_takes_a_free_policy_whatever_the_ring(self):
         ring = FakePartition(['e1', 'e2'])

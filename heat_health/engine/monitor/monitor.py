@@ -126,14 +126,15 @@ class LoadSignatures(object):
 def load_and_follow(tracker, poller, load):
     """``load()`` the tracker's index; the Nova poller follows its servers.
 
-    Servers no longer watched are forgotten, new ones looked up by id at
-    the next poll.
+    Servers no longer watched are forgotten, new ones looked up at once
+    (by id, or by their projects when there are many).
     """
     before = tracker.servers()
     load()
     after = tracker.servers()
     poller.forget(before - after)
-    poller.lookup(after - before)
+    new = after - before
+    poller.lookup(new, projects=tracker.projects_of(new) if new else None)
 
 
 class RefreshSchedule(object):

@@ -192,10 +192,11 @@ class StatusPoller(object):
                                               SOURCE, now))
             return len(watched)
 
-    def lookup(self, server_ids):
+    def lookup(self, server_ids, projects=None):
         """Nova's word now on servers that just became watched.
 
-        Asked by id (a few requests, whatever the number of servers), in
+        Asked by id, or by the ``projects`` they are in when there are
+        many (requests for the servers taken, not for the fleet), in
         the tick they became watched (a new policy, a takeover, a
         scale-out), not at the next full listing: news they missed while
         nobody watched them is seen at once. The verdict is also made the
@@ -209,7 +210,8 @@ class StatusPoller(object):
             return 0
         now = self._clock()
         try:
-            servers = self._adapter.list_by_ids(sorted(server_ids))
+            servers = self._adapter.list_by_ids(sorted(server_ids),
+                                                projects=projects)
         except nova_adapter.NovaUnavailable as e:
             LOG.warning('Could not look up %(n)d newly watched servers in '
                         'Nova: %(error)s', {'n': len(server_ids),

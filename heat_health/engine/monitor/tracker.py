@@ -227,6 +227,13 @@ class Tracker(state_writes.StateWrites):
                     if any(modes.intersection(t.policy.modes)
                            for t in targets)}
 
+    def projects_of(self, server_ids):
+        """The projects of the policies watching these servers."""
+        with self._lock:
+            return {t.policy.project_id for server_id in server_ids
+                    for t in self._by_server.get(server_id, ())
+                    if t.policy.project_id}
+
     def stuck_after(self, server_id):
         """Seconds a Nova task of the server may last before it is stuck.
 

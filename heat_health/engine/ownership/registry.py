@@ -101,7 +101,8 @@ class Registry(object):
         """
         known = {pid: key for pid, (key, _p) in self._claimed.items()}
         rows, keys = policy_object.Policy.claim(
-            self.engine_id, self.lease_seconds, known=known, **kwargs)
+            self.engine_id, self.lease_seconds, known=known,
+            take_limit=cfg.CONF.heat_health.takeover_batch, **kwargs)
         read = {p.id: p for p in rows}
         claimed = {}
         for pid, key in keys.items():
