@@ -691,6 +691,9 @@ def run_size(args, admin, nova, size, made, workdir, curve):
     heal = healing(args, admin, made, stop)
 
     interval = args.interval
+    # The first cycle after a takeover stores its servers' first
+    # observations: the quiet phase starts once that is over.
+    stop.wait(interval)
     profiles = Profiles(workdir, args.profile)
     q0 = {e: e.offset() for e in started_engines}
     u0 = {e: group_usage(e.pgid) for e in started_engines}

@@ -130,7 +130,9 @@ class Resolver(object):
     a tree none of whose stacks changed, and none of whose stacks has an
     action in progress, has the resources last read. A resolution of many
     stacks then costs one query of their stack rows, not one of their
-    every resource.
+    every resource. The Resolution made of such a tree is kept too (per
+    policy, with the names it asked for), so that a quiet tree costs
+    neither a walk nor a pass over its resource rows.
     """
 
     def __init__(self, clock=time.monotonic):
@@ -139,6 +141,8 @@ class Resolver(object):
         # root id -> (its stacks' rows {id: _StackRow}, its resource rows,
         # clock time read)
         self._trees = {}
+        # policy id -> (tree it was made of, stack id, names, Resolution)
+        self._made = {}
         self._clock = clock
 
     def _root_ids(self, ctxt, stack_ids):
@@ -167,8 +171,12 @@ class Resolver(object):
             return None
         return resources
 
-    def _load(self, ctxt, root_ids):
-        """Live resources and stacks of the trees under root_ids."""
+    def _load(self, ctxt, root_ids, skip=()):
+        """Live resources and stacks of the trees under root_ids.
+
+        Also returns the roots of ``skip`` whose trees did not change:
+        their rows are left out (their Resolutions are kept).
+        """
         R, T = heat_models.Resource, heat_models.RawTemplate
         now = self._clock()
         with heat_db.context_manager.reader.using(ctxt):
@@ -179,10 +187,13 @@ class Resolver(object):
             stacks = self._stack_rows(session, known)
             resources = []
             stale = []
+            quiet = set()
             for root_id in root_ids:
                 kept = self._unchanged(root_id, stacks, now)
                 if kept is None:
                     stale.append(root_id)
+                elif root_id in skip:
+                    quiet.add(root_id)
                 else:
                     resources.extend(kept)
             if stale:
@@ -205,6 +216,9 @@ class Resolver(object):
                     self._trees[root_id] = (tree, rows, now)
             for gone in set(self._trees) - set(self._roots.values()):
                 del self._trees[gone]
+            self._made = {pid: made for pid, made in self._made.items()
+                          if self._trees.get(self._roots.get(made[1]))
+                          is made[0]}
             current = {(s.raw_template_id, s.updated_at)
                        for s in stacks.values()}
             wanted = current - set(self._types)
@@ -237,7 +251,7 @@ class Resolver(object):
                     (row.replaced_by is None and
                      current.replaced_by is not None))):
                 by_stack[row.stack_id][row.name] = row
-        return by_stack, stacks, busy
+        return by_stack, stacks, busy, quiet
 
     def _types_of(self, stack):
         return self._types.get((stack.raw_template_id, stack.updated_at), {})
@@ -268,12 +282,30 @@ class Resolver(object):
                     'server_id': row.physical_resource_id,
                     'path': path, 'addresses': []}
 
+    def _kept(self, policy, roots):
+        """The Resolution last made for the policy, if its tree is kept."""
+        made = self._made.get(policy.id)
+        if (made is None or made[1] != policy.stack_id or
+                made[2] != tuple(policy.parsed.targets) or
+                self._trees.get(roots[policy.stack_id]) is not made[0]):
+            return None
+        return made[3]
+
     def resolve(self, ctxt, policies):
         """{policy id: Resolution} for policies (with stack_id and spec)."""
         roots = self._root_ids(ctxt, {p.stack_id for p in policies})
-        by_stack, stacks, busy = self._load(ctxt, set(roots.values()))
+        # Trees all of whose policies here have a Resolution kept.
+        skip = set(roots.values()) - {
+            roots[p.stack_id] for p in policies
+            if self._kept(p, roots) is None}
+        by_stack, stacks, busy, quiet = self._load(
+            ctxt, set(roots.values()), skip)
         result = {}
         for policy in policies:
+            root_id = roots[policy.stack_id]
+            if root_id in quiet:
+                result[policy.id] = self._kept(policy, roots)
+                continue
             names = list(policy.parsed.targets)
             found, visited, unwatched = {}, set(), []
             self._walk(by_stack, stacks, policy.stack_id, names, '', found,
@@ -290,6 +322,10 @@ class Resolver(object):
                 fingerprint=fingerprint, unwatched=tuple(unwatched),
                 updating=any(stacks[s].status == IN_PROGRESS
                              for s in visited))
+            if root_id in self._trees:
+                self._made[policy.id] = (self._trees[root_id],
+                                         policy.stack_id, tuple(names),
+                                         result[policy.id])
         return result
 
 

@@ -693,9 +693,15 @@ class TargetResolutionTestCase(base.HeatHealthTestCase):
         sa.event.listen(engine, 'before_cursor_execute', executed)
         self.addCleanup(sa.event.remove, engine, 'before_cursor_execute',
                         executed)
-        self.registry.resolve_now(policy)
+        first = self.registry.resolve_now(policy)
         self.assertEqual([], [s for s in statements
                               if 'FROM resource' in s])
+        # The tree is quiet: its Resolution is the one made before, for
+        # the same names only.
+        self.assertIs(first, self.registry.resolve_now(policy))
+        other = _policy('p1', self.stack.id, ['web'])
+        self.assertEqual({(self.stack.id, 'web')},
+                         set(self.registry.resolve_now(other).places))
         # A stack update in progress: its resources are read at once.
         heat_db.stack_update(self.ctx, self.stack.id,
                              {'action': 'UPDATE', 'status': 'IN_PROGRESS'})
