@@ -134,5 +134,15 @@ class Policy(base.VersionedObject, base.VersionedObjectDictCompat):
 
     @property
     def parsed(self):
-        """The spec as a PolicySpec (typed, defaults filled in)."""
-        return policy_spec.PolicySpec.of(self)
+        """The spec as a PolicySpec (typed, defaults filled in).
+
+        Parsed once per spec set: the monitor asks each held policy's at
+        every pass.
+        """
+        spec, enabled = self.spec, self.enabled
+        kept = getattr(self, '_parsed_of', None)
+        if kept is None or kept[0] is not spec or kept[1] != enabled:
+            kept = (spec, enabled, policy_spec.PolicySpec.of(self))
+            # Not a field: never stored, nor sent over RPC.
+            object.__setattr__(self, '_parsed_of', kept)
+        return kept[2]
