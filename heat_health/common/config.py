@@ -189,7 +189,7 @@ monitor_opts = [
                       'end graces. Policy intervals are checked at this '
                       'granularity.'),
     cfg.IntOpt('takeover_batch',
-               default=100, min=1,
+               default=200, min=1,
                help='Most policies one heat-health-engine takes over in one '
                     'pass of the monitor loop (those nobody watches first, '
                     'then those the hash ring moves to it from a live '

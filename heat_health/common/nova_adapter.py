@@ -138,6 +138,8 @@ class NovaAdapter(object):
         self.requests = 0
         # Of which listings of servers (the poll's cost in Nova).
         self.server_lists = 0
+        # Called after each answer: a listing of many pages progresses.
+        self.on_request = None
 
     @property
     def client(self):
@@ -162,6 +164,8 @@ class NovaAdapter(object):
             raise NovaUnavailable('%s: %s' % (type(e).__name__, e),
                                   getattr(e, 'code', None) or
                                   getattr(e, 'http_status', None))
+        if self.on_request is not None:
+            self.on_request()
         if not isinstance(body, dict) or key not in body:
             raise NovaUnavailable('Nova answered without a %s list' %
                                   key.rstrip('s'))

@@ -30,6 +30,7 @@ policy_claim = policies.policy_claim
 policy_other_owners = policies.policy_other_owners
 policy_owners = policies.policy_owners
 policy_release = policies.policy_release
+policy_renew = policies.policy_renew
 policy_set_suspended = policies.policy_set_suspended
 policy_set_braked = policies.policy_set_braked
 policy_set_error = policies.policy_set_error

@@ -93,6 +93,11 @@ class Policy(base.VersionedObject, base.VersionedObjectDictCompat):
         return cls._list(rows), keys
 
     @classmethod
+    def renew(cls, engine_id, lease_seconds):
+        """Renew the engine's live leases; see ``policy_renew``."""
+        return db_api.policy_renew(engine_id, lease_seconds)
+
+    @classmethod
     def set_suspended(cls, policy_id, suspended):
         """Store the stack's suspension; a resume starts the grace again."""
         policy = cls.get(policy_id)

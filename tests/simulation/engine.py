@@ -260,6 +260,8 @@ class Engine(object):
         self._schedule.read(due, now, self._generations.get)
         monitor_mod.load_and_follow(self.tracker, self.poller,
                                     self._load_if_changed)
+        # As the monitor between long steps: only live leases are kept.
+        policy_object.Policy.renew(self.id, world.lease_seconds)
         self._observe_polled()
         polled = [p for p in policies if p.parsed.polled and
                   self._next_poll.get(p.id, 0) <= now]

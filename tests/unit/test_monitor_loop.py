@@ -1,6 +1,7 @@
 """The monitor loop with a fake registry and a fake Nova."""
 
 import datetime
+import threading
 import types
 
 from oslo_utils import timeutils
@@ -59,9 +60,14 @@ class FakeRegistry(object):
         self.busy = set()   # (policy id, server) whose place is busy
         self.refreshed = []
         self.released = False
+        self.renewed = []   # threads that renewed the leases
 
     def claim(self):
         return list(self.policies)
+
+    def renew(self):
+        self.renewed.append(threading.current_thread())
+        return 0
 
     def free_dead_owners(self):
         return 0
@@ -159,6 +165,34 @@ class TestMonitor(base.HeatHealthTestCase):
         self.assertEqual('UNHEALTHY', states[('pa', 's2')])
         self.assertEqual('UNHEALTHY', states[('pb', 's2')])
         self.assertEqual('HEALTHY', states[('pa', 's1')])
+
+    def test_a_long_step_keeps_heartbeats_and_leases_going(self):
+        """Each answer of Nova within a tick says the tick progresses."""
+        progress = []
+        self.registry.partition = types.SimpleNamespace(
+            enabled=True, refresh=lambda: None,
+            progress=lambda: progress.append(1))
+        self.nova.on_request = None
+        looped = monitor.Monitor(
+            'engine-1', 'host-1', registry=self.registry, adapter=self.nova,
+            listener_factory=None, url_checker_factory=None,
+            clock=lambda: self.time)
+        # Outside a tick (a recovery thread's look-up): nothing is kept.
+        self.nova.on_request()
+        self.registry.on_progress()
+        self.assertEqual(([], []), (progress, self.registry.renewed))
+        # Within one: both the Nova pages and a refresh's policies.
+        looped._ticking = threading.current_thread()
+        self.nova.on_request()
+        self.registry.on_progress()
+        self.assertEqual(2, len(progress))
+        self.assertEqual([threading.current_thread()] * 2,
+                         self.registry.renewed)
+        # A whole tick says it between its steps.
+        del progress[:]
+        looped.tick()
+        self.assertGreaterEqual(len(progress), 2)
+        self.assertIsNone(looped._ticking)
 
     def test_a_policy_that_comes_later_joins_the_next_listing(self):
         self.registry.policies = [_policy('pa', interval=30)]

@@ -171,6 +171,35 @@ class ClaimTestCase(base.HeatHealthTestCase):
         self.assertEqual(['p0', 'p1', 'p2'],
                          sorted(p.id for p in restarted.claim()))
 
+    def test_leases_renewed_between_steps_only_while_live(self):
+        one = registry.Registry('e1', lease_seconds=30)
+        for policy_id in ('p1', 'p2', 'p3'):
+            _policy(policy_id)
+        one.claim()
+        now = timeutils.utcnow()
+        soon = now + datetime.timedelta(seconds=5)
+        with db_session.facade.writer.using(db_session.Session()) as s:
+            P = models.Policy
+            s.query(P).filter(P.id == 'p1').update(
+                {'lease_expires_at': soon}, synchronize_session=False)
+            # Ran out: the policy may have been taken since.
+            s.query(P).filter(P.id == 'p2').update(
+                {'lease_expires_at': now - datetime.timedelta(seconds=1)},
+                synchronize_session=False)
+            s.query(P).filter(P.id == 'p3').update(
+                {'engine_id': 'e2', 'lease_expires_at': soon},
+                synchronize_session=False)
+        self.assertEqual(1, one.renew())
+        with db_session.facade.reader.using(db_session.Session()) as s:
+            leases = {p.id: (p.engine_id, p.lease_expires_at)
+                      for p in s.query(models.Policy)}
+        self.assertGreater(leases['p1'][1],
+                           now + datetime.timedelta(seconds=25))
+        self.assertLess(leases['p2'][1], now)
+        self.assertEqual(('e2', soon), leases['p3'])
+        # At most once a sixth of a lease.
+        self.assertEqual(0, one.renew())
+
     def test_claim_one(self):
         _policy('p1')
         _policy('p2')

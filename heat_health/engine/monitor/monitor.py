@@ -129,11 +129,13 @@ def load_and_follow(tracker, poller, load):
     Servers no longer watched are forgotten, new ones looked up at once
     (by id, or by their projects when there are many).
     """
-    before = tracker.servers()
+    before = tracker.watching()
     load()
-    after = tracker.servers()
-    poller.forget(before - after)
-    new = after - before
+    after = tracker.watching()
+    if after is before:
+        return
+    poller.forget(before.keys() - after.keys())
+    new = after.keys() - before.keys()
     poller.lookup(new, projects=tracker.projects_of(new) if new else None)
 
 
@@ -252,6 +254,12 @@ class Monitor(object):
         self._watched_sent = None
         self._stopping = threading.Event()
         self._thread = None
+        self._ticking = None     # the thread running a tick now
+        # Long steps of a tick (a takeover's refresh, a listing of many
+        # pages) say they progress: heartbeats and leases go on.
+        self.registry.on_progress = self._keep_alive
+        if hasattr(adapter, 'on_request'):
+            adapter.on_request = self._keep_alive
 
     def start(self):
         self._thread = threading.Thread(target=self._run, daemon=True,
@@ -287,6 +295,13 @@ class Monitor(object):
             self._stopping.wait(self._tick)
 
     def tick(self):
+        self._ticking = threading.current_thread()
+        try:
+            self._one_tick()
+        finally:
+            self._ticking = None
+
+    def _one_tick(self):
         now = self._clock()
         self._fresh = {}
         if not self._heartbeat() and now >= self._next_probe:
@@ -311,11 +326,13 @@ class Monitor(object):
             self._heartbeat()
         self._refresh.read(due, now, self.registry.generation)
         load_and_follow(self.tracker, self.poller, self._load_if_changed)
+        self._keep_alive()
         self._observe_polled()
         if self.router.refresh() or self._listener is None:
             self._send_watched()
         self._start_listener()
         self._poll_if_due(now)
+        self._keep_alive()
         self._observe_polled()
         self._check_urls_if_due(now)
         self._read_pools_if_due(now)
@@ -353,6 +370,27 @@ class Monitor(object):
         partition.refresh()
         return True
 
+    def _keep_alive(self):
+        """This tick progresses: heartbeats go on and leases are kept.
+
+        Cheap (the heartbeat is sent by the partition's own thread, leases
+        are renewed at most once a sixth of a lease), so that a long step
+        says it at each page or policy. Only from the tick itself: a
+        recovery thread that progresses while the loop hangs keeps
+        nothing.
+        """
+        if self._ticking is not threading.current_thread():
+            return
+        partition = self.registry.partition
+        if partition is not None and partition.enabled:
+            partition.progress()
+        try:
+            self.registry.renew()
+        except Exception as error:
+            # The next claim renews them, or they run out: both safe.
+            LOG.warning('Could not renew the leases of this engine: %s',
+                        (str(error).splitlines() or [error])[0])
+
     def _observe_polled(self):
         """Hand what the poller saw to the tracker, in batches.
 
@@ -365,6 +403,7 @@ class Monitor(object):
         for start in range(0, len(polled), POLLED_BATCH):
             if start:
                 self._heartbeat()
+                self._keep_alive()
             self.tracker.observe_all(polled[start:start + POLLED_BATCH])
 
     def _send_watched(self):

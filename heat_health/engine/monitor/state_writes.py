@@ -32,6 +32,11 @@ EVENT_TYPE = 'heat_health.target.state_change'
 _ENDS_RECOVERY = frozenset([states.HEALTHY, states.NO_DATA])
 
 
+def _first_healthy(change):
+    return change.old == states.NO_DATA and (
+        change.decision.state == states.HEALTHY)
+
+
 def observation_columns(o):
     """What a target's row stores of its latest observation."""
     return {'observation': o.verdict,
@@ -273,8 +278,13 @@ class StateWrites(object):
                         self._dirty.get(target.id) is change.observation):
                     del self._dirty[target.id]
                 applied.append(change)
-        for change in applied:
-            self._announce(change)
+        if applied:
+            context = heat_context.get_admin_context()
+            for change in applied:
+                self._announce(change, context)
+            first = sum(1 for c in applied if _first_healthy(c))
+            if first:
+                LOG.info('%d newly watched targets are HEALTHY', first)
         if self.on_failure is not None and any(
                 c.decision.state == states.UNHEALTHY for c in applied):
             self.on_failure()
@@ -342,15 +352,21 @@ class StateWrites(object):
                           'reason': reason, 'source': decision.source,
                           'created_at': change.at}}
 
-    def _announce(self, change):
+    def _announce(self, change, context=None):
+        """Log and notify one state change stored.
+
+        A newly watched target found HEALTHY (a takeover finds thousands)
+        is logged at debug level only: the batch counts them.
+        """
         target = change.target
         decision = change.decision
-        LOG.info('Target %(server)s (%(path)s) of policy %(policy)s: '
-                 '%(old)s -> %(new)s (%(reason)s, by %(source)s)',
-                 {'server': target.server_id, 'path': target.path,
-                  'policy': target.policy.id, 'old': change.old,
-                  'new': decision.state, 'reason': decision.reason,
-                  'source': decision.source})
+        log = LOG.debug if _first_healthy(change) else LOG.info
+        log('Target %(server)s (%(path)s) of policy %(policy)s: '
+            '%(old)s -> %(new)s (%(reason)s, by %(source)s)',
+            {'server': target.server_id, 'path': target.path,
+             'policy': target.policy.id, 'old': change.old,
+             'new': decision.state, 'reason': decision.reason,
+             'source': decision.source})
         payload = {'policy_id': target.policy.id,
                    'stack_id': target.policy.stack_id,
                    'target_stack_id': target.stack_id,
@@ -365,7 +381,8 @@ class StateWrites(object):
         try:
             notifier = self._notifier or messaging.get_notifier(
                 self._publisher)
-            notifier.info(heat_context.get_admin_context(), EVENT_TYPE,
+            notifier.info(context or heat_context.get_admin_context(),
+                          EVENT_TYPE,
                           payload)
         except Exception:
             LOG.exception('Could not send %s for %s', EVENT_TYPE,

@@ -214,6 +214,14 @@ class Tracker(state_writes.StateWrites):
         """Cheap: called for every notification about any server."""
         return server_id in self._by_server
 
+    def watching(self):
+        """{server id: its targets} as loaded last: never changed in place.
+
+        A load makes a new one, so that whether the watched servers
+        changed is told by identity, without copying the fleet's ids.
+        """
+        return self._by_server
+
     def servers(self, modes=None):
         """Ids of the servers watched (with one of ``modes`` if given).
 

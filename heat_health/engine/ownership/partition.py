@@ -75,6 +75,7 @@ class Partition(object):
         self._url = conf.coordination.backend_url
         self._coordinator = None
         self._ring = None
+        self._owners = (None, {})   # (ring, {policy id: its owner})
         self.members = None   # frozenset of engine ids, None: no group
         # Backend calls run here, so that a tick waits for them a bounded
         # time.
@@ -108,6 +109,13 @@ class Partition(object):
                 self._submit()
             except RuntimeError:
                 return   # stopped meanwhile
+
+    def progress(self):
+        """The loop is alive, within a long step: heartbeats go on.
+
+        Costs nothing (no backend call), so that a step may say so often.
+        """
+        self._progress = time.monotonic()
 
     def _submit(self):
         """The backend call in progress, or a new one (never two)."""
@@ -204,9 +212,17 @@ class Partition(object):
         """
         if not self.enabled:
             return self.engine_id
-        if self._ring is None:
+        a_ring = self._ring
+        if a_ring is None:
             return None
-        return ring_owner(self._ring, policy_id)
+        # Asked for every policy at every claim: kept per ring.
+        owners = self._owners
+        if owners[0] is not a_ring:
+            owners = self._owners = (a_ring, {})
+        found = owners[1].get(policy_id)
+        if found is None:
+            found = owners[1][policy_id] = ring_owner(a_ring, policy_id)
+        return found
 
     def stop(self):
         self._stopped.set()

@@ -15,6 +15,7 @@ policies so another takes them at once.
 """
 
 import threading
+import time
 
 from heat.common import context
 from heat.common import service_utils
@@ -51,6 +52,10 @@ class Registry(object):
         # The RPC endpoint and the monitor share one registry: two target
         # syncs of a policy at once would both insert its new places.
         self._refresh_lock = threading.Lock()
+        self._next_renew = 0.0   # monotonic time renew() may write again
+        # Called between the policies of a refresh (the monitor's
+        # heartbeat: a takeover's refresh is long).
+        self.on_progress = None
 
     @staticmethod
     def _context():
@@ -112,6 +117,19 @@ class Registry(object):
             claimed[pid] = (key, policy)
         self._claimed = claimed
         return [claimed[pid][1] for pid in sorted(claimed)]
+
+    def renew(self):
+        """Keep the leases held, between the long steps of one tick.
+
+        Asked of the monitor loop only (a loop that hangs loses its
+        leases); at most once a sixth of a lease.
+        """
+        now = time.monotonic()
+        if now < self._next_renew:
+            return 0
+        self._next_renew = now + self.lease_seconds / 6.0
+        return policy_object.Policy.renew(self.engine_id,
+                                          self.lease_seconds)
 
     def generation(self, policy_id):
         """The generation this engine holds the policy under, or None."""
@@ -175,6 +193,8 @@ class Registry(object):
         synced = set()
         resolutions = self._resolve_each(policies)
         for policy in policies:
+            if self.on_progress is not None:
+                self.on_progress()
             resolution = resolutions.get(policy.id)
             if isinstance(resolution, Exception):
                 self.failed(policy, 'its stack could not be read',
