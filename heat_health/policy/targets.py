@@ -19,6 +19,7 @@ project) is never a target.
 """
 
 import collections
+import random
 import time
 
 from heat.common import exception as heat_exception
@@ -117,8 +118,10 @@ def _parse(template_id, template, env_dict):
 
 
 # Seconds a tree's resources read are taken as read while none of its
-# stacks changed: a safety net, not the way changes are found.
-TREE_SECONDS = 60.0
+# stacks changed: a safety net, not the way changes are found. Each tree's
+# is shortened by up to a half at random, so that the trees a takeover
+# read together are not all read again in the same tick.
+TREE_SECONDS = 300.0
 
 
 class Resolver(object):
@@ -139,8 +142,9 @@ class Resolver(object):
         self._types = {}  # (raw_template_id, updated_at) -> {name: type}
         self._roots = {}  # stack id -> root stack id
         # root id -> (its stacks' rows {id: _StackRow}, its resource rows,
-        # clock time read)
+        # clock time read, less its share of TREE_SECONDS taken off)
         self._trees = {}
+        self._rnd = random.Random()
         # policy id -> (tree it was made of, stack id, names, Resolution)
         self._made = {}
         self._clock = clock
@@ -213,7 +217,9 @@ class Resolver(object):
                     tree = {sid: stacks[sid] for sid in
                             {r.stack_id for r in rows} | {root_id}
                             if sid in stacks}
-                    self._trees[root_id] = (tree, rows, now)
+                    self._trees[root_id] = (
+                        tree, rows,
+                        now - self._rnd.uniform(0, TREE_SECONDS / 2))
             for gone in set(self._trees) - set(self._roots.values()):
                 del self._trees[gone]
             self._made = {pid: made for pid, made in self._made.items()

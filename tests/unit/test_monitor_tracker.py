@@ -654,6 +654,41 @@ class TestLoadOnlyWhatChanged(TrackerCase):
         self.assertEqual(['s1', 's2'],
                          [t.server_id for t in self.tracker.targets_of('pa')])
 
+    def test_a_server_of_a_kept_and_a_loaded_policy_keeps_both(self):
+        """Only what changed leaves the index; the kept stays as it was."""
+        self._add_policy('pc', ['s3', 's4'])
+        policies = {pid: policy_object.Policy.get(pid)
+                    for pid in ('pa', 'pb', 'pc')}
+        targets = target_object.Target.get_all_by_policies(sorted(policies))
+        generations = {pid: p.generation for pid, p in policies.items()}
+        before = self._memory()
+        self.tracker.load(list(policies.values()), targets, generations,
+                          unchanged={'pa', 'pb'})
+        self.ids = {(t.policy_id, t.server_id): t.id
+                    for rows in targets.values() for t in rows}
+        self.assertIs(before['pb/s3'], self._memory()['pb/s3'])
+        self.assertEqual({'pb', 'pc'}, {
+            t.policy.id for t in self.tracker.watching()['s3']})
+        self._observe('s3', obs.UNHEALTHY)
+        self.assertEqual('UNHEALTHY', self._believed('pb', 's3'))
+        self.assertEqual('UNHEALTHY', self._believed('pc', 's3'))
+        # pc goes (another engine took it), pb's spec changed: s4 is no
+        # longer watched, s3 by pb alone, through its new target.
+        self._update_policy('pb', spec=_spec((POLL, URL)))
+        policies = {pid: policy_object.Policy.get(pid)
+                    for pid in ('pa', 'pb')}
+        targets = target_object.Target.get_all_by_policies(sorted(policies))
+        let_go = self.tracker.load(list(policies.values()), targets,
+                                   generations, unchanged={'pa'})
+        self.assertEqual({'s3'}, {o.server_id for o in let_go})
+        self.assertFalse(self.tracker.is_watched('s4'))
+        self.assertEqual(['pb'], [
+            t.policy.id for t in self.tracker.watching()['s3']])
+        self.assertEqual({POLL, URL},
+                         set(self.tracker.watching()['s3'][0].policy.modes))
+        self.assertEqual({'s1', 's2', 's3'}, self.tracker.servers())
+        self.assertIs(before['pa/s1'], self.tracker.watching()['s1'][0])
+
     def test_a_spec_change_loads_that_policy(self):
         self._update_policy('pa', spec=_spec((POLL, URL)))
         changed, unchanged = self._monitor_load()

@@ -140,17 +140,27 @@ class Tracker(state_writes.StateWrites):
                 new_policies[policy.id] = watched.WatchedPolicy(
                     policy, generations.get(policy.id),
                     resolutions.get(policy.id))
-            new_targets = {}
-            by_server = {}
+            # The targets of kept policies stay where they are: the index
+            # is copied, and only what changed is taken out and put in.
+            kept &= set(targets_by_policy) & set(new_policies)
+            dropped = [target for pid, targets in self._by_policy.items()
+                       if pid not in kept for target in targets]
+            new_targets = dict(self._targets)
+            by_server = dict(self._by_server)
+            gone_ids = {target.id for target in dropped}
+            for target in dropped:
+                del new_targets[target.id]
+            for server_id in {target.server_id for target in dropped}:
+                left = tuple(t for t in by_server[server_id]
+                             if t.id not in gone_ids)
+                if left:
+                    by_server[server_id] = left
+                else:
+                    del by_server[server_id]
+            added = []
             for policy_id, rows in targets_by_policy.items():
                 policy = new_policies.get(policy_id)
-                if policy is None:
-                    continue
-                if policy_id in kept:
-                    for target in self._by_policy[policy_id]:
-                        new_targets[target.id] = target
-                        by_server.setdefault(target.server_id,
-                                             []).append(target)
+                if policy is None or policy_id in kept:
                     continue
                 old_policy = self._policies.get(policy_id)
                 for row in rows:
@@ -177,22 +187,27 @@ class Tracker(state_writes.StateWrites):
                             # when following dropped the verdicts).
                             differing.append(target)
                     new_targets[row.id] = target
-                    by_server.setdefault(row.server_id, []).append(target)
-            let_go = [observation for target in self._targets.values()
-                      if target.policy.id not in new_policies
+                    added.append(target)
+            by_policy = {pid: self._by_policy[pid] for pid in kept}
+            for target in added:
+                by_server[target.server_id] = by_server.get(
+                    target.server_id, ()) + (target,)
+                by_policy.setdefault(target.policy.id, []).append(target)
+            let_go = [observation
+                      for pid in set(self._by_policy) - set(new_policies)
+                      for target in self._by_policy[pid]
                       for observation in target.verdicts.values()]
             self._policies = new_policies
             self._targets = new_targets
-            self._by_server = {k: tuple(v) for k, v in by_server.items()}
-            by_policy = {}
-            for target in new_targets.values():
-                by_policy.setdefault(target.policy.id, []).append(target)
+            self._by_server = by_server
             self._by_policy = by_policy
             for gone in set(self.written) - set(new_policies):
                 del self.written[gone]
-            self._unsettled &= set(new_targets)
-            self._unknown &= set(new_targets)
-            for target_id in set(self._dirty) - set(new_targets):
+            # In place (other threads add to them), over what they hold.
+            for ids in (self._unsettled, self._unknown):
+                ids.difference_update([i for i in ids
+                                       if i not in new_targets])
+            for target_id in [i for i in self._dirty if i not in new_targets]:
                 del self._dirty[target_id]
         # Their verdicts were dropped: detectors that report only news
         # must look again, or a healed server is never seen as such.
