@@ -29,6 +29,7 @@ policy_delete = policies.policy_delete
 policy_claim = policies.policy_claim
 policy_other_owners = policies.policy_other_owners
 policy_owners = policies.policy_owners
+policy_owners_digest = policies.policy_owners_digest
 policy_release = policies.policy_release
 policy_renew = policies.policy_renew
 policy_set_suspended = policies.policy_set_suspended

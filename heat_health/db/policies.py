@@ -88,21 +88,20 @@ def policy_claim(engine_id, lease_seconds, policy_id=None,
     bumps the policy's generation, in one conditional UPDATE on the
     generation read, so two engines never both take it and every write of
     the previous owner is fenced off from then on.
+
+    Only the rows this engine holds and those it may take are read: a
+    policy another live engine holds and does not offer it is none of its
+    business, and reading a thousand rows at every tick would cost more
+    than the rest of the claim. A claim that writes nothing answers from
+    what it read.
     """
     P = models.Policy
     now = timeutils.utcnow()
-    expires = now + datetime.timedelta(seconds=lease_seconds)
-    # Leases are renewed once a third of them has run, not at every
-    # claim: a row written per policy per tick is the database's largest
-    # load in a large deployment, and nothing reads a lease more finely.
-    renew_before = now + datetime.timedelta(seconds=lease_seconds * 2.0 / 3)
     with db_session.facade.writer.using(db_session.Session()) as session:
-        query = session.query(P.id, P.engine_id, P.lease_expires_at,
-                              P.generation, P.handoff_to)
-        if policy_id is not None:
-            query = query.filter(P.id == policy_id)
+        mine, others = _claim_candidates(session, engine_id, now, policy_id,
+                                         members, known is not None)
         keep, offers, takes = [], {}, []
-        for row in query.all():
+        for row in mine + others:
             wanted_by = engine_id if ring_owner is None else ring_owner(
                 row.id)
             live = (row.engine_id is not None and
@@ -111,7 +110,7 @@ def policy_claim(engine_id, lease_seconds, policy_id=None,
                     (members is None or row.engine_id in members or
                      row.engine_id == engine_id))
             if live and row.engine_id == engine_id:
-                if row.lease_expires_at < renew_before:
+                if row.lease_expires_at < _renew_before(now, lease_seconds):
                     keep.append(row.id)
                 offer = None if wanted_by == engine_id else wanted_by
                 if offer != row.handoff_to:
@@ -122,13 +121,7 @@ def policy_claim(engine_id, lease_seconds, policy_id=None,
         if take_limit is not None:
             takes = sorted(takes)[:take_limit]
         if keep:
-            session.query(P).filter(
-                P.id.in_(keep), P.engine_id == engine_id,
-                P.lease_expires_at >= now,
-                P.lease_expires_at < renew_before).update(
-                    {'lease_expires_at': expires,
-                     'updated_at': P.updated_at},
-                    synchronize_session=False)
+            _renew(session, engine_id, lease_seconds, now, keep)
         for pid, offer in offers.items():
             session.query(P).filter(P.id == pid,
                                     P.engine_id == engine_id).update(
@@ -137,10 +130,17 @@ def policy_claim(engine_id, lease_seconds, policy_id=None,
         for _live, pid, generation in takes:
             session.query(P).filter(P.id == pid,
                                     P.generation == generation).update(
-                {'engine_id': engine_id, 'lease_expires_at': expires,
+                {'engine_id': engine_id,
+                 'lease_expires_at': _expires(now, lease_seconds),
                  'generation': generation + 1, 'handoff_to': None,
                  'updated_at': P.updated_at},
                 synchronize_session=False)
+        if known is not None and not (offers or takes):
+            # Nothing but leases written: what this engine holds is what
+            # it read.
+            keys = {row.id: tuple(row[len(_MINE):]) for row in mine
+                    if row.lease_expires_at >= now}
+            return _changed_rows(session, known, keys), keys
     with db_session.facade.reader.using(db_session.Session()) as session:
         query = session.query(P).filter(P.engine_id == engine_id,
                                         P.lease_expires_at >= now)
@@ -150,15 +150,82 @@ def policy_claim(engine_id, lease_seconds, policy_id=None,
             return db_session.detached(session, query.order_by(P.id).all())
         keys = {row[0]: tuple(row[1:]) for row in query.with_entities(
             P.id, *CLAIM_KEY)}
-        changed = sorted(pid for pid, key in keys.items()
-                         if known.get(pid) != key)
-        rows = []
-        for start in range(0, len(changed), 500):
-            rows.extend(session.query(P).filter(
-                P.id.in_(changed[start:start + 500])).all())
-        return db_session.detached(session, rows), keys
+        return _changed_rows(session, known, keys), keys
 
 
+# What a claim reads of a row another engine may hold, and of one this
+# engine holds (then followed by its ``CLAIM_KEY``, which has the rest).
+_HEAD = (models.Policy.id, models.Policy.engine_id,
+         models.Policy.lease_expires_at, models.Policy.generation,
+         models.Policy.handoff_to)
+_MINE = _HEAD[:3]
+
+
+def _claim_candidates(session, engine_id, now, policy_id, members, keyed):
+    """(rows this engine holds, rows of others it might take).
+
+    Those of others: nobody holds them, their lease ran out, their holder
+    left the group, or it offers them to this engine. The rows held carry
+    their ``CLAIM_KEY`` when ``keyed`` (live or not: a lease of this
+    engine that ran out may be taken again).
+    """
+    P = models.Policy
+    mine = session.query(*(_MINE + CLAIM_KEY if keyed else _HEAD)).filter(
+        P.engine_id == engine_id)
+    free = [P.engine_id.is_(None), P.lease_expires_at.is_(None),
+            P.lease_expires_at < now, P.handoff_to == engine_id]
+    if members is not None:
+        free.append(P.engine_id.notin_(sorted(members)) if members
+                    else sa.true())
+    others = session.query(*_HEAD).filter(
+        sa.or_(P.engine_id.is_(None), P.engine_id != engine_id),
+        sa.or_(*free))
+    if policy_id is not None:
+        mine = mine.filter(P.id == policy_id)
+        others = others.filter(P.id == policy_id)
+    return mine.all(), others.all()
+
+
+def _changed_rows(session, known, keys):
+    """The whole rows of the policies held whose key is not as known."""
+    P = models.Policy
+    changed = sorted(pid for pid, key in keys.items()
+                     if known.get(pid) != key)
+    rows = []
+    for start in range(0, len(changed), 500):
+        rows.extend(session.query(P).filter(
+            P.id.in_(changed[start:start + 500])).all())
+    return db_session.detached(session, rows)
+
+
+def _expires(now, lease_seconds):
+    return now + datetime.timedelta(seconds=lease_seconds)
+
+
+def _renew_before(now, lease_seconds):
+    """Leases ending before this are renewed: a third of them has run.
+
+    Not at every claim: a row written per policy per tick would be the
+    database's largest load in a large deployment, and nothing reads a
+    lease more finely.
+    """
+    return now + datetime.timedelta(seconds=lease_seconds * 2.0 / 3)
+
+
+def _renew(session, engine_id, lease_seconds, now, ids=None):
+    """Renew this engine's live leases due (of ``ids``, None: all)."""
+    P = models.Policy
+    query = session.query(P).filter(
+        P.engine_id == engine_id, P.lease_expires_at >= now,
+        P.lease_expires_at < _renew_before(now, lease_seconds))
+    if ids is not None:
+        query = query.filter(P.id.in_(ids))
+    return query.update({'lease_expires_at': _expires(now, lease_seconds),
+                         'updated_at': P.updated_at},
+                        synchronize_session=False)
+
+
+@db_session.retry_on_deadlock
 def policy_renew(engine_id, lease_seconds):
     """Renew this engine's live leases that are a third run; how many.
 
@@ -167,16 +234,9 @@ def policy_renew(engine_id, lease_seconds):
     out before it ends. A lease that ran out stays so (the policy may have
     been taken since).
     """
-    P = models.Policy
-    now = timeutils.utcnow()
     with db_session.facade.writer.using(db_session.Session()) as session:
-        return session.query(P).filter(
-            P.engine_id == engine_id, P.lease_expires_at >= now,
-            P.lease_expires_at < now + datetime.timedelta(
-                seconds=lease_seconds * 2.0 / 3)).update(
-                {'lease_expires_at': now + datetime.timedelta(
-                    seconds=lease_seconds),
-                 'updated_at': P.updated_at}, synchronize_session=False)
+        return _renew(session, engine_id, lease_seconds,
+                      timeutils.utcnow())
 
 
 def policy_owners():
@@ -186,13 +246,30 @@ def policy_owners():
     version)}: one row per policy, no spec.
     """
     P = models.Policy
-    now = timeutils.utcnow()
+    # The database tells whether a lease runs: a thousand dates decoded at
+    # every tick cost more than the rest of the read.
+    holder = sa.case((P.lease_expires_at >= timeutils.utcnow(),
+                      P.engine_id), else_=sa.null())
     with db_session.facade.reader.using(db_session.Session()) as session:
-        return {pid: (engine if expires is not None and expires >= now
-                      else None, version)
-                for pid, engine, expires, version in session.query(
-                    P.id, P.engine_id, P.lease_expires_at,
-                    P.targets_version)}
+        return {pid: (engine, version) for pid, engine, version in
+                session.query(P.id, holder, P.targets_version)}
+
+
+def policy_owners_digest():
+    """One row that changes whenever ``policy_owners`` would answer anew.
+
+    Policies made or deleted (their count, the latest made), taken (every
+    take grows a generation), let go or run out (the live leases), their
+    servers changed (every change grows a targets version): the index of a
+    thousand policies is read again only then.
+    """
+    P = models.Policy
+    live = sa.case((P.lease_expires_at >= timeutils.utcnow(), 1), else_=0)
+    with db_session.facade.reader.using(db_session.Session()) as session:
+        return tuple(session.query(
+            sa.func.count(P.id), sa.func.sum(P.generation),
+            sa.func.sum(P.targets_version), sa.func.sum(live),
+            sa.func.max(P.created_at)).one())
 
 
 def policy_other_owners(engine_id):

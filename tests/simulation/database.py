@@ -31,8 +31,8 @@ WRITES = frozenset([
     'marking_create'])
 READS = frozenset([
     'policy_get', 'policy_get_all_by_stack', 'policy_other_owners',
-    'policy_owners', 'policy_servers', 'owner_index', 'target_get_all',
-    'target_get_rows', 'event_get_after',
+    'policy_owners', 'policy_owners_digest', 'policy_servers',
+    'owner_index', 'target_get_all', 'target_get_rows', 'event_get_after',
     'event_get_recent', 'marking_get_all_by_stack'])
 
 _template = None

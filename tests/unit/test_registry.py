@@ -21,6 +21,7 @@ from heat_health.db import api as db_api
 from heat_health.db import fenced_writes
 from heat_health.db import migration
 from heat_health.db import models
+from heat_health.db import policies as db_policies
 from heat_health.db import session as db_session
 from heat_health.db import targets as db_targets
 from heat_health.engine import endpoint
@@ -120,6 +121,40 @@ class ClaimTestCase(base.HeatHealthTestCase):
         self.assertEqual(['other'], claimed['p1'].spec['targets'])
         self.assertIs(first['p0'], claimed['p0'])
         self.assertEqual(1, len([s for s in statements if 'spec' in s]))
+
+    def test_a_quiet_claim_reads_its_own_rows_and_nothing_else(self):
+        for n in range(6):
+            _policy('p%d' % n)
+        members = {'engine-1', 'engine-2'}
+
+        def claim(engine_id, known):
+            return policy_object.Policy.claim(
+                engine_id, 30, known=known, members=frozenset(members),
+                ring_owner=lambda pid: ('engine-1' if pid < 'p3' or
+                                        'engine-2' not in members
+                                        else 'engine-2'))
+        _rows, keys = claim('engine-1', {})
+        claim('engine-2', {})
+        self.assertEqual(['p0', 'p1', 'p2'], sorted(keys))
+        read = []
+        real = db_policies._claim_candidates
+
+        def candidates(*args):
+            found = real(*args)
+            read.append(tuple(sorted(r.id for r in rows) for rows in found))
+            return found
+        self.patchobject(db_policies, '_claim_candidates',
+                         side_effect=candidates)
+        # Nothing changed: no row of engine-2's, no whole row, same keys.
+        rows, again = claim('engine-1', keys)
+        self.assertEqual(([], keys), (rows, again))
+        self.assertEqual([(['p0', 'p1', 'p2'], [])], read)
+        # engine-2 leaves the group: its rows are read and taken.
+        members.discard('engine-2')
+        rows, keys = claim('engine-1', keys)
+        self.assertEqual(['p3', 'p4', 'p5'], sorted(r.id for r in rows))
+        self.assertEqual((['p0', 'p1', 'p2'], ['p3', 'p4', 'p5']), read[1])
+        self.assertEqual(['p%d' % n for n in range(6)], sorted(keys))
 
     def test_a_lease_is_renewed_once_a_third_of_it_ran(self):
         _policy('p1')

@@ -165,6 +165,35 @@ class TestRouter(base.HeatHealthTestCase):
         # The owner changed, not the servers: still none read.
         read.assert_not_called()
 
+    def test_a_tick_that_finds_nothing_changed_reads_one_row(self):
+        clock = [0.0]
+        self.router = routing.Router('e1', self.tracker, self.forwarder,
+                                     clock=lambda: clock[0])
+        self.assertTrue(self.router.refresh())
+        self.assertTrue(self.router.is_watched('s2'))
+        with mock.patch.object(db_api, 'policy_owners',
+                               wraps=db_api.policy_owners) as read:
+            self.assertFalse(self.router.refresh())
+            read.assert_not_called()
+            # e2's lease runs out: nobody live watches s2 any more.
+            with db_session.facade.writer.using(
+                    db_session.Session()) as session:
+                session.query(models.Policy).filter_by(id='pb').update(
+                    {'lease_expires_at': timeutils.utcnow() -
+                     datetime.timedelta(seconds=1)})
+            self.assertTrue(self.router.refresh())
+            self.assertFalse(self.router.is_watched('s2'))
+            # A new policy of e2's is followed at the next tick.
+            self._policy('pd', 'e2', timeutils.utcnow() +
+                         datetime.timedelta(minutes=5), ['s7'])
+            self.assertTrue(self.router.refresh())
+            self.assertTrue(self.router.is_watched('s7'))
+            self.assertEqual(2, read.call_count)
+            # The whole index is read again now and then all the same.
+            clock[0] += routing.INDEX_SECONDS
+            self.assertFalse(self.router.refresh())
+            self.assertEqual(3, read.call_count)
+
     def test_forwarding_failure_is_not_raised(self):
         self.forwarder.error = RuntimeError('broker gone')
         self.router.route(_news('s3'))

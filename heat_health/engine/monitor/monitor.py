@@ -90,6 +90,22 @@ class LoadSignatures(object):
     def __init__(self):
         self._parts = {}   # policy id -> its part at the last load
         self._rows = {}    # policy id -> (the rows list read, its tuple)
+        self._heads = {}   # policy id -> (the Policy read, its values)
+
+    def _head_of(self, policy):
+        """What of the policy's row a load depends on, once per read.
+
+        The registry keeps the same Policy until its row changes: a spec
+        turned into text for every policy at every tick would cost more
+        than the rest of a quiet comparison.
+        """
+        known = self._heads.get(policy.id)
+        if known is None or known[0] is not policy:
+            known = self._heads[policy.id] = (policy, (
+                repr(policy.spec), policy.enabled, policy.suspended,
+                repr(policy.paused),
+                repr(getattr(policy, 'braked', None))))
+        return known[1]
 
     def _rows_of(self, policy_id, rows):
         known = self._rows.get(policy_id)
@@ -105,14 +121,15 @@ class LoadSignatures(object):
         for pid, p in policies.items():
             resolution = resolutions.get(pid)
             parts[pid] = (
-                repr(p.spec), p.enabled, p.suspended, generation(pid),
-                repr(p.paused), repr(getattr(p, 'braked', None)),
+                self._head_of(p), generation(pid),
                 (resolution.busy, resolution.suspended) if resolution
                 else None,
                 self._rows_of(pid, targets.get(pid, ())),
                 written.get(pid, 0))
         for gone in set(self._rows) - set(policies):
             del self._rows[gone]
+        for gone in set(self._heads) - set(policies):
+            del self._heads[gone]
         unchanged = {pid for pid, part in parts.items()
                      if self._parts.get(pid) == part}
         changed = (len(unchanged) != len(parts) or

@@ -45,6 +45,10 @@ FORWARD_BATCH = 500
 # Seconds news of a server held but not yet loaded here is kept for.
 KEEP_SECONDS = 60.0
 
+# Seconds between two reads of the whole index when its digest says
+# nothing changed: a safety net, not the way changes are found.
+INDEX_SECONDS = 30.0
+
 
 def engine_target(engine_id, conf=cfg.CONF):
     """The RPC target only this engine serves."""
@@ -89,6 +93,7 @@ class Router(object):
         # servers), and policy id -> the engine holding it.
         self._servers = {}
         self._held = None
+        self._digest = None       # (digest of the rows read, clock time)
         self._lock = threading.Lock()
         self._kept = []           # (kept at, Observation) not yet loaded
         self.forwarded = 0
@@ -99,9 +104,17 @@ class Router(object):
         One row per policy (its live owner and the version of its set of
         servers), and the servers only of the policies whose version
         changed since the last read: a tick that finds nothing changed
-        reads no target, whatever the size of the fleet.
+        reads no target, whatever the size of the fleet. And it reads not
+        even those rows while their digest is as when they were read (for
+        ``INDEX_SECONDS`` at most).
         """
+        now = self._clock()
+        digest = db_api.policy_owners_digest()
+        if (self._digest is not None and self._digest[0] == digest and
+                now - self._digest[1] < INDEX_SECONDS):
+            return False
         owners = db_api.policy_owners()
+        self._digest = (digest, now)
         stale = sorted(pid for pid, (engine, version) in owners.items()
                        if engine is not None and
                        self._servers.get(pid, (None,))[0] != version)
