@@ -68,7 +68,8 @@ CLAIM_KEY = (models.Policy.generation, models.Policy.updated_at,
 
 @db_session.retry_on_deadlock
 def policy_claim(engine_id, lease_seconds, policy_id=None,
-                 ring_owner=None, members=None, known=None, take_limit=None):
+                 ring_owner=None, members=None, known=None, take_limit=None,
+                 digest=None):
     """Renew this engine's leases, offer, and take; returns what it owns.
 
     :param ring_owner: policy id -> the engine that should own it (the
@@ -78,10 +79,14 @@ def policy_claim(engine_id, lease_seconds, policy_id=None,
     :param known: {policy id: its ``CLAIM_KEY`` values} the caller holds
         rows of: then only the rows of the others (and of those whose key
         changed) are read, and (rows, {policy id: key} of every policy
-        owned) is returned.
+        owned, the digest of this engine's rows) is returned.
     :param take_limit: most policies taken in this claim (None: all due),
         the others at the next claims: those nobody watches first, then
         those a live holder offers (watched by it until taken).
+    :param digest: with ``known``, the digest the last claim returned,
+        under the same ring: while this engine's rows give it still, none
+        of their leases is due and there is nothing to take, none of its
+        rows is read (the keys known are returned).
     A policy held by a live lease stays with its holder; the holder offers
     it (``handoff_to``) when the ring names another engine, which takes it
     at its next claim: the policy is watched until that moment. A take
@@ -92,32 +97,24 @@ def policy_claim(engine_id, lease_seconds, policy_id=None,
     Only the rows this engine holds and those it may take are read: a
     policy another live engine holds and does not offer it is none of its
     business, and reading a thousand rows at every tick would cost more
-    than the rest of the claim. A claim that writes nothing answers from
-    what it read.
+    than the rest of the claim.
     """
     P = models.Policy
     now = timeutils.utcnow()
+
+    def decide(rows):
+        return _decide(engine_id, lease_seconds, now, ring_owner, members,
+                       rows)
     with db_session.facade.writer.using(db_session.Session()) as session:
-        mine, others = _claim_candidates(session, engine_id, now, policy_id,
-                                         members, known is not None)
-        keep, offers, takes = [], {}, []
-        for row in mine + others:
-            wanted_by = engine_id if ring_owner is None else ring_owner(
-                row.id)
-            live = (row.engine_id is not None and
-                    row.lease_expires_at is not None and
-                    row.lease_expires_at >= now and
-                    (members is None or row.engine_id in members or
-                     row.engine_id == engine_id))
-            if live and row.engine_id == engine_id:
-                if row.lease_expires_at < _renew_before(now, lease_seconds):
-                    keep.append(row.id)
-                offer = None if wanted_by == engine_id else wanted_by
-                if offer != row.handoff_to:
-                    offers[row.id] = offer
-            elif wanted_by == engine_id and (
-                    not live or row.handoff_to == engine_id):
-                takes.append((live, row.id, row.generation))
+        others = _takeable(session, engine_id, now, policy_id, members)
+        takes = decide(others)[2]
+        if known is not None and digest is not None and not takes and (
+                _held_digest(session, engine_id, lease_seconds, now) ==
+                (0, digest)):
+            return [], dict(known), digest
+        mine = _held(session, engine_id, policy_id, known is not None)
+        keep, offers, taken_back = decide(mine)
+        takes += taken_back
         if take_limit is not None:
             takes = sorted(takes)[:take_limit]
         if keep:
@@ -140,7 +137,8 @@ def policy_claim(engine_id, lease_seconds, policy_id=None,
             # it read.
             keys = {row.id: tuple(row[len(_MINE):]) for row in mine
                     if row.lease_expires_at >= now}
-            return _changed_rows(session, known, keys), keys
+            return (_changed_rows(session, known, keys), keys,
+                    _held_digest(session, engine_id, lease_seconds, now)[1])
     with db_session.facade.reader.using(db_session.Session()) as session:
         query = session.query(P).filter(P.engine_id == engine_id,
                                         P.lease_expires_at >= now)
@@ -150,7 +148,30 @@ def policy_claim(engine_id, lease_seconds, policy_id=None,
             return db_session.detached(session, query.order_by(P.id).all())
         keys = {row[0]: tuple(row[1:]) for row in query.with_entities(
             P.id, *CLAIM_KEY)}
-        return _changed_rows(session, known, keys), keys
+        return (_changed_rows(session, known, keys), keys,
+                _held_digest(session, engine_id, lease_seconds, now)[1])
+
+
+def _decide(engine_id, lease_seconds, now, ring_owner, members, rows):
+    """(leases to renew, {policy id: engine offered}, takes) of rows."""
+    keep, offers, takes = [], {}, []
+    for row in rows:
+        wanted_by = engine_id if ring_owner is None else ring_owner(row.id)
+        live = (row.engine_id is not None and
+                row.lease_expires_at is not None and
+                row.lease_expires_at >= now and
+                (members is None or row.engine_id in members or
+                 row.engine_id == engine_id))
+        if live and row.engine_id == engine_id:
+            if row.lease_expires_at < _renew_before(now, lease_seconds):
+                keep.append(row.id)
+            offer = None if wanted_by == engine_id else wanted_by
+            if offer != row.handoff_to:
+                offers[row.id] = offer
+        elif wanted_by == engine_id and (
+                not live or row.handoff_to == engine_id):
+            takes.append((live, row.id, row.generation))
+    return keep, offers, takes
 
 
 # What a claim reads of a row another engine may hold, and of one this
@@ -161,29 +182,70 @@ _HEAD = (models.Policy.id, models.Policy.engine_id,
 _MINE = _HEAD[:3]
 
 
-def _claim_candidates(session, engine_id, now, policy_id, members, keyed):
-    """(rows this engine holds, rows of others it might take).
+def _held(session, engine_id, policy_id, keyed):
+    """The rows this engine holds, with their ``CLAIM_KEY`` when keyed.
 
-    Those of others: nobody holds them, their lease ran out, their holder
-    left the group, or it offers them to this engine. The rows held carry
-    their ``CLAIM_KEY`` when ``keyed`` (live or not: a lease of this
-    engine that ran out may be taken again).
+    Live or not: one whose lease ran out may be taken again.
     """
     P = models.Policy
-    mine = session.query(*(_MINE + CLAIM_KEY if keyed else _HEAD)).filter(
+    query = session.query(*(_MINE + CLAIM_KEY if keyed else _HEAD)).filter(
         P.engine_id == engine_id)
+    if policy_id is not None:
+        query = query.filter(P.id == policy_id)
+    return query.all()
+
+
+def _takeable(session, engine_id, now, policy_id, members):
+    """The rows of others this engine might take.
+
+    Nobody holds them, their lease ran out, their holder left the group,
+    or it offers them to this engine.
+    """
+    P = models.Policy
     free = [P.engine_id.is_(None), P.lease_expires_at.is_(None),
             P.lease_expires_at < now, P.handoff_to == engine_id]
     if members is not None:
         free.append(P.engine_id.notin_(sorted(members)) if members
                     else sa.true())
-    others = session.query(*_HEAD).filter(
+    query = session.query(*_HEAD).filter(
         sa.or_(P.engine_id.is_(None), P.engine_id != engine_id),
         sa.or_(*free))
     if policy_id is not None:
-        mine = mine.filter(P.id == policy_id)
-        others = others.filter(P.id == policy_id)
-    return mine.all(), others.all()
+        query = query.filter(P.id == policy_id)
+    return query.all()
+
+
+def _held_digest(session, engine_id, lease_seconds, now):
+    """(leases of this engine due or run out, digest of its rows).
+
+    The digest changes with every change of the rows this engine holds
+    but their leases: their number, a take (generation), their servers
+    (targets version), any other write (the latest update, in seconds),
+    and what a write may leave in the same second (enabled, suspended,
+    paused, braked, error and offer, counted and measured).
+    """
+    P = models.Policy
+
+    def count(condition):
+        return sa.func.coalesce(sa.func.sum(sa.case((condition, 1),
+                                                    else_=0)), 0)
+
+    def measure(column):
+        return sa.func.sum(sa.func.length(column))
+    row = session.query(
+        count(sa.or_(P.lease_expires_at.is_(None),
+                     P.lease_expires_at < _renew_before(now,
+                                                        lease_seconds))),
+        sa.func.count(P.id), sa.func.sum(P.generation),
+        sa.func.sum(P.targets_version), sa.func.max(P.updated_at),
+        count(P.enabled == sa.true()), count(P.suspended == sa.true()),
+        sa.func.count(P.paused_at), sa.func.max(P.paused_at),
+        sa.func.count(P.braked), measure(P.braked),
+        sa.func.count(P.error), measure(P.error),
+        sa.func.count(P.handoff_to), sa.func.max(P.handoff_to)).filter(
+            P.engine_id == engine_id).one()
+    return int(row[0]), tuple(
+        str(value) if value is not None else None for value in row[1:])
 
 
 def _changed_rows(session, known, keys):

@@ -77,20 +77,21 @@ class Policy(base.VersionedObject, base.VersionedObjectDictCompat):
 
     @classmethod
     def claim(cls, engine_id, lease_seconds, policy_id=None,
-              ring_owner=None, members=None, known=None, take_limit=None):
+              ring_owner=None, members=None, known=None, take_limit=None,
+              digest=None):
         """The policies owned after claiming; see ``policy_claim``.
 
         With ``known``: (the policies whose rows were read, {policy id:
-        key} of every policy owned).
+        key} of every policy owned, the digest of the rows held).
         """
         found = db_api.policy_claim(
             engine_id, lease_seconds, policy_id=policy_id,
             ring_owner=ring_owner, members=members, known=known,
-            take_limit=take_limit)
+            take_limit=take_limit, digest=digest)
         if known is None:
             return cls._list(found)
-        rows, keys = found
-        return cls._list(rows), keys
+        rows, keys, digest = found
+        return cls._list(rows), keys, digest
 
     @classmethod
     def renew(cls, engine_id, lease_seconds):

@@ -30,6 +30,7 @@ except ImportError:     # an acting core from before compute hosts
 from heat_health.engine.monitor import monitor as monitor_mod
 from heat_health.engine.monitor import nova_status
 from heat_health.engine.monitor import tracker as tracker_mod
+from heat_health.engine.ownership import registry as registry_mod
 from heat_health.engine.pools import lb_drain
 from heat_health.engine.recovery import loop as loop_mod
 from heat_health.objects import policy as policy_object
@@ -139,6 +140,10 @@ class Engine(object):
         self._targets = {}       # policy id -> [Target]
         self._resolutions = {}   # policy id -> Resolution
         self._schedule = monitor_mod.RefreshSchedule()
+        # The registry's claims, reading only what changed (where the
+        # acting core has them).
+        self._held = (registry_mod.HeldRows(clock=world.clock.seconds)
+                      if hasattr(registry_mod, 'HeldRows') else None)
         self._next_poll = {}
         self._next_url = {}
         self._fresh = {}
@@ -244,10 +249,15 @@ class Engine(object):
         world = self.world
         now = world.clock.seconds()
         self._fresh = {}
-        policies = policy_object.Policy.claim(
+        claim, ring = policy_object.Policy.claim, {}
+        if self._held is not None:
+            claim = self._held.claim
+            ring = {'ring': (world.members,
+                             tuple(sorted(world.ring.items())))}
+        policies = claim(
             self.id, world.lease_seconds,
             ring_owner=world.ring_owner(self.id), members=world.members,
-            take_limit=world.take_limit)
+            take_limit=world.take_limit, **ring)
         self._generations = {p.id: p.generation for p in policies}
         self._policies = {p.id: p for p in policies}
         for cache in (self._targets, self._next_poll, self._next_url,

@@ -122,38 +122,52 @@ class ClaimTestCase(base.HeatHealthTestCase):
         self.assertIs(first['p0'], claimed['p0'])
         self.assertEqual(1, len([s for s in statements if 'spec' in s]))
 
-    def test_a_quiet_claim_reads_its_own_rows_and_nothing_else(self):
+    def test_a_quiet_claim_reads_no_row_of_others_nor_its_own(self):
         for n in range(6):
             _policy('p%d' % n)
         members = {'engine-1', 'engine-2'}
 
-        def claim(engine_id, known):
+        def claim(engine_id, known, digest=None):
             return policy_object.Policy.claim(
                 engine_id, 30, known=known, members=frozenset(members),
+                digest=digest,
                 ring_owner=lambda pid: ('engine-1' if pid < 'p3' or
                                         'engine-2' not in members
                                         else 'engine-2'))
-        _rows, keys = claim('engine-1', {})
+        _rows, keys, digest = claim('engine-1', {})
         claim('engine-2', {})
         self.assertEqual(['p0', 'p1', 'p2'], sorted(keys))
         read = []
-        real = db_policies._claim_candidates
 
-        def candidates(*args):
-            found = real(*args)
-            read.append(tuple(sorted(r.id for r in rows) for rows in found))
-            return found
-        self.patchobject(db_policies, '_claim_candidates',
-                         side_effect=candidates)
-        # Nothing changed: no row of engine-2's, no whole row, same keys.
-        rows, again = claim('engine-1', keys)
-        self.assertEqual(([], keys), (rows, again))
-        self.assertEqual([(['p0', 'p1', 'p2'], [])], read)
+        def recorded(real):
+            def call(*args):
+                found = real(*args)
+                read.append((real.__name__, sorted(r.id for r in found)))
+                return found
+            return call
+        for name in ('_held', '_takeable'):
+            self.patchobject(db_policies, name, side_effect=recorded(
+                getattr(db_policies, name)))
+        # Nothing changed: no row of engine-2's, no whole row, same keys;
+        # with the last digest, not even its own rows.
+        self.assertEqual(([], keys, digest), claim('engine-1', keys))
+        self.assertEqual([('_takeable', []), ('_held', ['p0', 'p1', 'p2'])],
+                         read)
+        del read[:]
+        self.assertEqual(([], keys, digest),
+                         claim('engine-1', keys, digest))
+        self.assertEqual([('_takeable', [])], read)
+        # An operator pauses p1: its row is read again at the next claim.
+        policy_object.Policy.set_paused(['p1'], True, 'admin')
+        rows, keys, digest = claim('engine-1', keys, digest)
+        self.assertEqual(['p1'], [r.id for r in rows])
+        self.assertIsNotNone(rows[0].paused)
         # engine-2 leaves the group: its rows are read and taken.
+        del read[:]
         members.discard('engine-2')
-        rows, keys = claim('engine-1', keys)
+        rows, keys, digest = claim('engine-1', keys, digest)
         self.assertEqual(['p3', 'p4', 'p5'], sorted(r.id for r in rows))
-        self.assertEqual((['p0', 'p1', 'p2'], ['p3', 'p4', 'p5']), read[1])
+        self.assertEqual(('_takeable', ['p3', 'p4', 'p5']), read[0])
         self.assertEqual(['p%d' % n for n in range(6)], sorted(keys))
 
     def test_a_lease_is_renewed_once_a_third_of_it_ran(self):

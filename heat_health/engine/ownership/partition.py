@@ -200,8 +200,10 @@ class Partition(object):
         if members != self.members:
             LOG.info('heat-health-engines in the group: %s',
                      ', '.join(sorted(members)))
-            self.members = members
+            # The ring first: a claim that reads the new members answers
+            # from their ring (it reads its rows again when they change).
             self._ring = ring(members)
+            self.members = members
         return self.members
 
     def owner(self, policy_id):

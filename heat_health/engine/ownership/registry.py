@@ -36,6 +36,55 @@ HELD = target_resolution.Resolution(places={}, busy=frozenset(),
                                     fingerprint=())
 
 
+# Seconds between two reads of the rows held when their digest says
+# nothing changed: the digest sees a write's time in seconds, so two writes
+# of one second may leave it as it was.
+HELD_READ_SECONDS = 5.0
+
+
+class HeldRows(object):
+    """The rows of the policies an engine holds, as of its last claim.
+
+    A thousand policies' rows, specs parsed, at every tick would cost more
+    than all the rest of a quiet tick: the rows held are kept with the
+    values that change with anything but the lease, and read again when
+    those do; and none is read while the digest of the rows held is as
+    the last claim left it under the same ring. (The lease in a row kept
+    is not kept up to date: nothing here reads it.)
+    """
+
+    def __init__(self, clock=time.monotonic):
+        self._clock = clock
+        self._claimed = {}   # policy id -> (its row's key, Policy)
+        self._digest = None  # (ring, digest, clock time of the read)
+
+    def claim(self, engine_id, lease_seconds, ring=None, **kwargs):
+        """The policies held after claiming, in the order of their ids.
+
+        :param ring: what the claim's ``ring_owner`` answers from (a new
+            one may move any policy held): the rows held are read then.
+        """
+        now = self._clock()
+        digest = None
+        if (self._digest is not None and self._digest[0] == ring and
+                now - self._digest[2] < HELD_READ_SECONDS):
+            digest = self._digest[1]
+        known = {pid: key for pid, (key, _p) in self._claimed.items()}
+        rows, keys, found = policy_object.Policy.claim(
+            engine_id, lease_seconds, known=known, digest=digest, **kwargs)
+        if found != digest:
+            self._digest = (ring, found, now)
+        read = {p.id: p for p in rows}
+        claimed = {}
+        for pid, key in keys.items():
+            policy = read.get(pid)
+            if policy is None:
+                policy = self._claimed[pid][1]
+            claimed[pid] = (key, policy)
+        self._claimed = claimed
+        return [claimed[pid][1] for pid in sorted(claimed)]
+
+
 class Registry(object):
 
     def __init__(self, engine_id, lease_seconds=None, partition=None):
@@ -45,10 +94,11 @@ class Registry(object):
         self.partition = partition
         self._resolver = target_resolution.Resolver()
         self._resolutions = {}   # policy id -> last Resolution
+        # policy id -> (Resolution stored, {place: why it is not watched})
+        self._bounded = {}
         self._owned = {}         # policy id -> generation
         self._errors = {}        # policy id -> its error as stored
-        # policy id -> (its row's key, Policy) as of the last claim.
-        self._claimed = {}
+        self._held = HeldRows()
         # The RPC endpoint and the monitor share one registry: two target
         # syncs of a policy at once would both insert its new places.
         self._refresh_lock = threading.Lock()
@@ -74,7 +124,10 @@ class Registry(object):
             kwargs = {'ring_owner': partition.owner,
                       'members': partition.members}
         if policy_id is None:
-            policies = self._claim_reading_changes(kwargs)
+            policies = self._held.claim(
+                self.engine_id, self.lease_seconds,
+                ring=kwargs.get('members'),
+                take_limit=cfg.CONF.heat_health.takeover_batch, **kwargs)
         else:
             policies = policy_object.Policy.claim(
                 self.engine_id, self.lease_seconds, policy_id=policy_id,
@@ -83,6 +136,7 @@ class Registry(object):
         if policy_id is None:
             for gone in set(self._owned) - set(owned):
                 self._resolutions.pop(gone, None)
+                self._bounded.pop(gone, None)
                 self._errors.pop(gone, None)
                 LOG.info('Policy %s is no longer watched by this engine',
                          gone)
@@ -94,29 +148,6 @@ class Registry(object):
         else:
             self._owned.update(owned)
         return policies
-
-    def _claim_reading_changes(self, kwargs):
-        """Claim, reading again only the rows of policies that changed.
-
-        A thousand policies' rows, specs parsed, at every tick would cost
-        more than all the rest of a quiet tick: the rows held are kept with
-        the values that change with anything but the lease, and read again
-        when those do. (The lease in a row kept is not kept up to date:
-        nothing here reads it.)
-        """
-        known = {pid: key for pid, (key, _p) in self._claimed.items()}
-        rows, keys = policy_object.Policy.claim(
-            self.engine_id, self.lease_seconds, known=known,
-            take_limit=cfg.CONF.heat_health.takeover_batch, **kwargs)
-        read = {p.id: p for p in rows}
-        claimed = {}
-        for pid, key in keys.items():
-            policy = read.get(pid)
-            if policy is None:
-                policy = self._claimed[pid][1]
-            claimed[pid] = (key, policy)
-        self._claimed = claimed
-        return [claimed[pid][1] for pid in sorted(claimed)]
 
     def renew(self):
         """Keep the leases held, between the long steps of one tick.
@@ -156,8 +187,9 @@ class Registry(object):
         """Give up every policy (graceful stop): others claim them at once."""
         count = policy_object.Policy.release(self.engine_id)
         self._owned = {}
-        self._claimed = {}
+        self._held = HeldRows()
         self._resolutions = {}
+        self._bounded = {}
         self._errors = {}
         LOG.info('Released %(n)d policies of engine %(e)s',
                  {'n': count, 'e': self.engine_id})
@@ -166,6 +198,7 @@ class Registry(object):
     def forget(self, policy_id):
         self._owned.pop(policy_id, None)
         self._resolutions.pop(policy_id, None)
+        self._bounded.pop(policy_id, None)
         self._errors.pop(policy_id, None)
 
     def refresh_targets(self, policy):
@@ -241,9 +274,15 @@ class Registry(object):
         """Store the policy's places.
 
         Returns ({place: why it is not watched}, whether rows were synced).
+        A Resolution the resolver kept (its tree is quiet) was stored as it
+        is: its places are not gone over again.
         """
-        places, refused = place_limits.bounded(resolution.places)
         previous = self._resolutions.get(policy.id)
+        bounded = self._bounded.get(policy.id)
+        if (previous is resolution and bounded is not None and
+                bounded[0] is resolution):
+            return bounded[1], False
+        places, refused = place_limits.bounded(resolution.places)
         # A place whose stack action just ended (a member update, our
         # own recovery) starts its grace again.
         graced = (previous.busy - resolution.busy) if previous else ()
@@ -259,6 +298,7 @@ class Registry(object):
                          {'p': policy.id, 'a': len(added),
                           'r': len(removed), 'c': len(replaced),
                           'n': len(places)})
+        self._bounded[policy.id] = (resolution, refused)
         return refused, stored
 
     def failed(self, policy, what, error):

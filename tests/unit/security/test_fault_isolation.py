@@ -10,6 +10,7 @@ Heat's side (which places a policy has) and Nova are doubles.
 """
 
 import types
+from unittest import mock
 
 import fixtures
 from oslo_db import exception as db_exc
@@ -146,6 +147,26 @@ class TestFaultIsolationMySQL(test_fixtures.OpportunisticDBTestMixin,
                       'id %s (37 characters) is not a Nova server id'
                       % BAD_ID, bad['error'])
         self.assertIsNone(self._policy_report('healthy')['error'])
+
+    def test_a_refused_place_stays_reported_while_its_tree_is_quiet(self):
+        kept = {}
+        resolve = self.resolver.resolve
+
+        def keeping(ctxt, policies):
+            # As the resolver keeps the Resolution of a quiet tree.
+            return {pid: kept.setdefault(pid, found) for pid, found in
+                    resolve(ctxt, policies).items()}
+        self.resolver.resolve = keeping
+        self.monitor.tick()
+        with mock.patch.object(place_limits, 'bounded',
+                               wraps=place_limits.bounded) as bounded:
+            self.time += monitor_mod.REFRESH_SECONDS + 1
+            self.monitor.tick()
+        bounded.assert_not_called()
+        self.assertIn('(37 characters) is not a Nova server id',
+                      self._policy_report('bad-id')['error'])
+        self._power_off(NEXT_TO_BAD_ID)
+        self.assertEqual('UNHEALTHY', self._states()[NEXT_TO_BAD_ID])
 
     def test_any_error_of_one_policy_is_kept_shown_and_retried(self):
         # Without bounding, MariaDB refuses the long values themselves.
