@@ -493,7 +493,18 @@ COSTS = re.compile(
     r'targets\); RSS (?P<rss>[\d.]+) MB; poll '
     r'URL checks (?P<url_started>\d+) started, (?P<url_skipped>\d+) skipped '
     r'\(previous still running\), late p99 (?P<url_late_p99>[\d.]+) s, max '
-    r'(?P<url_late_max>[\d.]+) s')
+    r'(?P<url_late_max>[\d.]+) s(?:; monitor CPU s by step: '
+    r'(?P<steps>[^\n]*))?')
+
+
+def _steps(text):
+    """{step: CPU s} from a cost line's steps ('claim 0.050, ...')."""
+    found = {}
+    for part in (text or '').split(', '):
+        if part:
+            name, seconds = part.rsplit(' ', 1)
+            found[name] = float(seconds)
+    return found
 
 
 class Engine(failover.OwnEngine):
@@ -506,7 +517,8 @@ class Engine(failover.OwnEngine):
         with open(self.log, 'rb') as f:
             f.seek(start)
             text = f.read(max(end - start, 0)).decode(errors='replace')
-        return [{k: float(v) for k, v in m.groupdict().items()}
+        return [dict({k: float(v) for k, v in m.groupdict().items()
+                      if k != 'steps'}, steps=_steps(m.group('steps')))
                 for m in COSTS.finditer(text)]
 
     @property
@@ -632,6 +644,11 @@ def summarize_engine(engine, quiet, load, usage, seconds):
     rows['rss'] = max([c['rss'] for c in q + busy] or [0])
     rows['watched'] = max([c['watched'] for c in q + busy] or [0])
     rows['cycles'] = len(busy)
+    steps = {}
+    for cost in busy:
+        for name, seconds in cost['steps'].items():
+            steps[name] = steps.get(name, 0.0) + seconds / len(busy)
+    rows['steps'] = steps
     cpu, group_rss = usage
     rows['group_cpu_per_cycle'] = cpu
     rows['group_rss'] = group_rss
@@ -743,6 +760,12 @@ def run_size(args, admin, nova, size, made, workdir, curve):
               '%d URL checks skipped (previous one still running)' % (
                   e.engine_id[:34], r['group_cpu_per_cycle'],
                   r['url_skipped']))
+        if r['steps']:
+            print('    monitor CPU s per cycle by step (mean under load): '
+                  '%s' % ', '.join('%s %.3f' % (name, seconds) for
+                                   name, seconds in sorted(
+                                       r['steps'].items(),
+                                       key=lambda item: -item[1])))
 
     # Failover, the load going on.
     owned = failover.owners(list(policies))

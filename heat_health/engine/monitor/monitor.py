@@ -12,6 +12,7 @@ tick repeats safely, and an engine that restarts picks everything up from
 the database on its first tick.
 """
 
+import contextlib
 import threading
 import time
 
@@ -151,8 +152,8 @@ def load_and_follow(tracker, poller, load):
     after = tracker.watching()
     if after is before:
         return
-    poller.forget(before.keys() - after.keys())
-    new = after.keys() - before.keys()
+    gone, new = tracker.moved(before)
+    poller.forget(gone)
     poller.lookup(new, projects=tracker.projects_of(new) if new else None)
 
 
@@ -321,18 +322,49 @@ class Monitor(object):
     def _one_tick(self):
         now = self._clock()
         self._fresh = {}
-        if not self._heartbeat() and now >= self._next_probe:
-            self._next_probe = now + max(1.0,
-                                         self.registry.lease_seconds / 3.0)
-            self.registry.free_dead_owners()
-        policies = {p.id: p for p in self.registry.claim()}
-        for gone in set(self._policies) - set(policies):
-            for cache in (self._targets, self._next_poll, self._next_url_check,
-                          self._next_lb_poll):
-                cache.pop(gone, None)
-        self.lb_poller.forget(set(self._policies) - set(policies))
-        self._policies = policies
-        due = self._refresh.due(policies.values(), now,
+        with self._step('claim'):
+            if not self._heartbeat() and now >= self._next_probe:
+                self._next_probe = now + max(
+                    1.0, self.registry.lease_seconds / 3.0)
+                self.registry.free_dead_owners()
+            policies = {p.id: p for p in self.registry.claim()}
+            for gone in set(self._policies) - set(policies):
+                for cache in (self._targets, self._next_poll,
+                              self._next_url_check, self._next_lb_poll):
+                    cache.pop(gone, None)
+            self.lb_poller.forget(set(self._policies) - set(policies))
+            self._policies = policies
+        with self._step('resolve'):
+            self._resolve_due(now)
+        with self._step('load'):
+            load_and_follow(self.tracker, self.poller, self._load_if_changed)
+            self._keep_alive()
+            self._observe_polled()
+        with self._step('index'):
+            if self.router.refresh() or self._listener is None:
+                self._send_watched()
+            self._start_listener()
+        with self._step('poll'):
+            self._poll_if_due(now)
+            self._keep_alive()
+            self._observe_polled()
+        with self._step('urls'):
+            self._check_urls_if_due(now)
+        with self._step('pools'):
+            self._read_pools_if_due(now)
+        with self._step('settle'):
+            self.tracker.settle()
+            self.tracker.flush()
+
+    def _step(self, name):
+        """A step of the tick, its CPU counted when poll costs are logged."""
+        if self._costs is None:
+            return contextlib.nullcontext()
+        return self._costs.step(name)
+
+    def _resolve_due(self, now):
+        """Resolve the targets of the policies due; read their rows if due."""
+        due = self._refresh.due(self._policies.values(), now,
                                 self.registry.generation)
         if due:
             read = self._refresh.rows_due(due, now, self.registry.generation)
@@ -342,19 +374,6 @@ class Monitor(object):
                                     self.registry.generation)
             self._heartbeat()
         self._refresh.read(due, now, self.registry.generation)
-        load_and_follow(self.tracker, self.poller, self._load_if_changed)
-        self._keep_alive()
-        self._observe_polled()
-        if self.router.refresh() or self._listener is None:
-            self._send_watched()
-        self._start_listener()
-        self._poll_if_due(now)
-        self._keep_alive()
-        self._observe_polled()
-        self._check_urls_if_due(now)
-        self._read_pools_if_due(now)
-        self.tracker.settle()
-        self.tracker.flush()
 
     def _load_if_changed(self):
         resolutions = {pid: self.registry.resolution(p)

@@ -5,11 +5,13 @@ what the whole engine spent since the previous cycle: Nova requests (and
 how many of them listed servers), CPU seconds of the monitor loop and of
 the process, database statements and rows written (every thread: the
 listener, the recovery loop and RPC calls write too), resident memory, and
-the poll URL checks started with their lateness. The capacity model in
-the docs is made of these figures; an operator reads the same lines to
-size a deployment.
+the poll URL checks started with their lateness, and the monitor loop's
+CPU seconds per step. The capacity model in the docs is made of these
+figures; an operator reads the same lines to size a deployment.
 """
 
+import collections
+import contextlib
 import resource
 import threading
 import time
@@ -93,6 +95,16 @@ class PollCosts(object):
         self._counter = counter
         counter.install()
         self._last = None
+        self._steps = collections.Counter()   # step -> CPU s this cycle
+
+    @contextlib.contextmanager
+    def step(self, name):
+        """Count the CPU the monitor loop spends within, as ``name``."""
+        start = time.thread_time()
+        try:
+            yield
+        finally:
+            self._steps[name] += time.thread_time() - start
 
     def _now(self):
         statements, rows, target_rows = self._counter.read()
@@ -111,6 +123,7 @@ class PollCosts(object):
         if last is None:
             return None
         spent = {key: now[key] - last[key] for key in now}
+        steps, self._steps = self._steps, collections.Counter()
         urls = (self._url_checker.take_stats() if self._url_checker
                 else None) or {}
         spent.update(watched=watched, observations=observations,
@@ -118,7 +131,9 @@ class PollCosts(object):
                      url_started=urls.get('started', 0),
                      url_skipped=urls.get('skipped', 0),
                      url_late_max=urls.get('late_max', 0.0),
-                     url_late_p99=urls.get('late_p99', 0.0))
+                     url_late_p99=urls.get('late_p99', 0.0),
+                     steps=', '.join('%s %.3f' % (name, seconds) for
+                                     name, seconds in steps.most_common()))
         LOG.info('Poll costs: %(time).1f s since the last poll, '
                  '%(watched)d servers watched, %(observations)d news; '
                  '%(requests)d Nova requests (%(lists)d server lists); '
@@ -127,6 +142,6 @@ class PollCosts(object):
                  'written (%(target_rows)d of targets); RSS %(rss).0f MB; '
                  'poll URL checks %(url_started)d started, '
                  '%(url_skipped)d skipped (previous still running), '
-                 'late p99 %(url_late_p99).2f s, max %(url_late_max).2f s',
-                 spent)
+                 'late p99 %(url_late_p99).2f s, max %(url_late_max).2f s; '
+                 'monitor CPU s by step: %(steps)s', spent)
         return spent

@@ -84,6 +84,9 @@ class Tracker(state_writes.StateWrites):
         self._targets = {}      # target id -> WatchedTarget
         self._by_server = {}    # server id -> (WatchedTarget, ...)
         self._by_policy = {}    # policy id -> [WatchedTarget, ...]
+        # (index before the last load, after it, servers it let go,
+        # servers it added)
+        self._moves = None
         self._unsettled = set()  # target ids waiting for a decision
         # Rows this engine wrote: a row read before may since have been
         # written back to what was read (the same state, the same second).
@@ -193,6 +196,12 @@ class Tracker(state_writes.StateWrites):
                 by_server[target.server_id] = by_server.get(
                     target.server_id, ()) + (target,)
                 by_policy.setdefault(target.policy.id, []).append(target)
+            gone_servers = {target.server_id for target in dropped
+                            if target.server_id not in by_server}
+            new_servers = {target.server_id for target in added
+                           if target.server_id not in self._by_server}
+            self._moves = (self._by_server, by_server, gone_servers,
+                           new_servers)
             let_go = [observation
                       for pid in set(self._by_policy) - set(new_policies)
                       for target in self._by_policy[pid]
@@ -236,6 +245,18 @@ class Tracker(state_writes.StateWrites):
         changed is told by identity, without copying the fleet's ids.
         """
         return self._by_server
+
+    def moved(self, before):
+        """(servers no longer watched, servers newly watched) since before.
+
+        ``before`` is what ``watching()`` returned. Told by the last load
+        when it was the only one since: two differences of the fleet's ids
+        at every load would cost more than the load itself.
+        """
+        moves, after = self._moves, self._by_server
+        if moves is not None and moves[0] is before and moves[1] is after:
+            return moves[2], moves[3]
+        return before.keys() - after.keys(), after.keys() - before.keys()
 
     def servers(self, modes=None):
         """Ids of the servers watched (with one of ``modes`` if given).
