@@ -566,8 +566,9 @@ def service_pid(pgid):
 class Profiles(object):
     """Samples the engines' service processes with py-spy, if installed.
 
-    Prints where each engine's time went, by heat-health function
-    (samples in which it is on the stack, all threads).
+    Prints where each engine's CPU went, by heat-health function
+    (samples of the thread holding the interpreter in which it is on the
+    stack).
     """
 
     def __init__(self, workdir, enabled):
@@ -588,7 +589,8 @@ class Profiles(object):
                 phase, engine.engine_id[:8]))
             self._running.append((engine, out, subprocess.Popen(
                 [self._spy, 'record', '-p', str(pid), '-d', str(int(seconds)),
-                 '-r', '20', '-f', 'raw', '-o', str(out), '--nonblocking'],
+                 '-r', '20', '-f', 'raw', '-o', str(out), '--nonblocking',
+                 '--gil'],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
 
     def report(self, phase, top=12):
@@ -609,9 +611,10 @@ class Profiles(object):
                 for frame in set(stack.split(';')):
                     if 'heat_health/' in frame:
                         funcs[frame.split(' (')[0]] += int(count)
-            print('  profile, %s, engine %s (%d samples at 20/s, all '
-                  'threads; share of samples with the function on the '
-                  'stack):' % (phase, engine.engine_id[:8], total))
+            print('  profile, %s, engine %s (%d samples at 20/s of the '
+                  'thread running Python; share of samples with the '
+                  'function on the stack):' % (phase, engine.engine_id[:8],
+                                               total))
             for name, count in funcs.most_common(top):
                 share = 100.0 * count / max(total, 1)
                 print('    %5.1f%%  %s' % (share, name))

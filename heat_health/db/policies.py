@@ -154,7 +154,7 @@ def policy_claim(engine_id, lease_seconds, policy_id=None,
 
 def _decide(engine_id, lease_seconds, now, ring_owner, members, rows):
     """(leases to renew, {policy id: engine offered}, takes) of rows."""
-    keep, offers, takes = [], {}, []
+    held, due, offers, takes = [], False, {}, []
     for row in rows:
         wanted_by = engine_id if ring_owner is None else ring_owner(row.id)
         live = (row.engine_id is not None and
@@ -163,15 +163,19 @@ def _decide(engine_id, lease_seconds, now, ring_owner, members, rows):
                 (members is None or row.engine_id in members or
                  row.engine_id == engine_id))
         if live and row.engine_id == engine_id:
-            if row.lease_expires_at < _renew_before(now, lease_seconds):
-                keep.append(row.id)
+            held.append(row.id)
+            due = due or (row.lease_expires_at <
+                          _renew_before(now, lease_seconds))
             offer = None if wanted_by == engine_id else wanted_by
             if offer != row.handoff_to:
                 offers[row.id] = offer
         elif wanted_by == engine_id and (
                 not live or row.handoff_to == engine_id):
             takes.append((live, row.id, row.generation))
-    return keep, offers, takes
+    # One due, all renewed: leases renewed together fall due together, so
+    # that the rows held are read by one claim in a third of a lease, not
+    # by a claim at every tick for the lease of the moment.
+    return held if due else [], offers, takes
 
 
 # What a claim reads of a row another engine may hold, and of one this
@@ -201,18 +205,32 @@ def _takeable(session, engine_id, now, policy_id, members):
     Nobody holds them, their lease ran out, their holder left the group,
     or it offers them to this engine.
     """
-    P = models.Policy
-    free = [P.engine_id.is_(None), P.lease_expires_at.is_(None),
-            P.lease_expires_at < now, P.handoff_to == engine_id]
+    params = {'engine_id': engine_id, 'now': now}
     if members is not None:
-        free.append(P.engine_id.notin_(sorted(members)) if members
-                    else sa.true())
-    query = session.query(*_HEAD).filter(
+        params['members'] = sorted(members)
+    if policy_id is not None:
+        params['policy_id'] = policy_id
+    return session.execute(_statements.get(
+        ('takeable', members is not None, policy_id is not None)),
+        params).all()
+
+
+def _takeable_statement(grouped, one):
+    P = models.Policy
+    engine_id = sa.bindparam('engine_id')
+    free = [P.engine_id.is_(None), P.lease_expires_at.is_(None),
+            P.lease_expires_at < sa.bindparam('now'),
+            P.handoff_to == engine_id]
+    if grouped:
+        # Empty, it leaves every other holder out of the group.
+        free.append(P.engine_id.notin_(sa.bindparam('members',
+                                                    expanding=True)))
+    statement = sa.select(*_HEAD).where(
         sa.or_(P.engine_id.is_(None), P.engine_id != engine_id),
         sa.or_(*free))
-    if policy_id is not None:
-        query = query.filter(P.id == policy_id)
-    return query.all()
+    if one:
+        statement = statement.where(P.id == sa.bindparam('policy_id'))
+    return statement
 
 
 def _held_digest(session, engine_id, lease_seconds, now):
@@ -224,28 +242,66 @@ def _held_digest(session, engine_id, lease_seconds, now):
     and what a write may leave in the same second (enabled, suspended,
     paused, braked, error and offer, counted and measured).
     """
-    P = models.Policy
+    row = session.execute(_statements.get(('held digest',)), {
+        'engine_id': engine_id,
+        'renew_before': _renew_before(now, lease_seconds)}).one()
+    return int(row[0]), tuple(
+        str(value) if value is not None else None for value in row[1:])
 
-    def count(condition):
-        return sa.func.coalesce(sa.func.sum(sa.case((condition, 1),
-                                                    else_=0)), 0)
+
+def _count(condition):
+    return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)),
+                            0)
+
+
+def _held_digest_statement():
+    P = models.Policy
 
     def measure(column):
         return sa.func.sum(sa.func.length(column))
-    row = session.query(
-        count(sa.or_(P.lease_expires_at.is_(None),
-                     P.lease_expires_at < _renew_before(now,
-                                                        lease_seconds))),
+    return sa.select(
+        _count(sa.or_(P.lease_expires_at.is_(None),
+                      P.lease_expires_at < sa.bindparam('renew_before'))),
         sa.func.count(P.id), sa.func.sum(P.generation),
         sa.func.sum(P.targets_version), sa.func.max(P.updated_at),
-        count(P.enabled == sa.true()), count(P.suspended == sa.true()),
+        _count(P.enabled == sa.true()), _count(P.suspended == sa.true()),
         sa.func.count(P.paused_at), sa.func.max(P.paused_at),
         sa.func.count(P.braked), measure(P.braked),
         sa.func.count(P.error), measure(P.error),
-        sa.func.count(P.handoff_to), sa.func.max(P.handoff_to)).filter(
-            P.engine_id == engine_id).one()
-    return int(row[0]), tuple(
-        str(value) if value is not None else None for value in row[1:])
+        sa.func.count(P.handoff_to), sa.func.max(P.handoff_to)).where(
+            P.engine_id == sa.bindparam('engine_id'))
+
+
+def _owners_digest_statement():
+    P = models.Policy
+    return sa.select(
+        sa.func.count(P.id), sa.func.sum(P.generation),
+        sa.func.sum(P.targets_version),
+        _count(P.lease_expires_at >= sa.bindparam('now')),
+        sa.func.max(P.created_at))
+
+
+class _Statements(object):
+    """Statements run at every tick, built once.
+
+    Building a statement of a dozen aggregates costs more than running it.
+    """
+
+    BUILD = {'takeable': _takeable_statement,
+             'held digest': _held_digest_statement,
+             'owners digest': _owners_digest_statement}
+
+    def __init__(self):
+        self._built = {}
+
+    def get(self, key):
+        found = self._built.get(key)
+        if found is None:
+            found = self._built[key] = self.BUILD[key[0]](*key[1:])
+        return found
+
+
+_statements = _Statements()
 
 
 def _changed_rows(session, known, keys):
@@ -275,12 +331,14 @@ def _renew_before(now, lease_seconds):
 
 
 def _renew(session, engine_id, lease_seconds, now, ids=None):
-    """Renew this engine's live leases due (of ``ids``, None: all)."""
+    """Renew this engine's live leases: of ``ids``, or (None) those due."""
     P = models.Policy
-    query = session.query(P).filter(
-        P.engine_id == engine_id, P.lease_expires_at >= now,
-        P.lease_expires_at < _renew_before(now, lease_seconds))
-    if ids is not None:
+    query = session.query(P).filter(P.engine_id == engine_id,
+                                    P.lease_expires_at >= now)
+    if ids is None:
+        query = query.filter(
+            P.lease_expires_at < _renew_before(now, lease_seconds))
+    else:
         query = query.filter(P.id.in_(ids))
     return query.update({'lease_expires_at': _expires(now, lease_seconds),
                          'updated_at': P.updated_at},
@@ -325,13 +383,9 @@ def policy_owners_digest():
     servers changed (every change grows a targets version): the index of a
     thousand policies is read again only then.
     """
-    P = models.Policy
-    live = sa.case((P.lease_expires_at >= timeutils.utcnow(), 1), else_=0)
     with db_session.facade.reader.using(db_session.Session()) as session:
-        return tuple(session.query(
-            sa.func.count(P.id), sa.func.sum(P.generation),
-            sa.func.sum(P.targets_version), sa.func.sum(live),
-            sa.func.max(P.created_at)).one())
+        return tuple(session.execute(_statements.get(('owners digest',)),
+                                     {'now': timeutils.utcnow()}).one())
 
 
 def policy_other_owners(engine_id):

@@ -4,12 +4,15 @@ import datetime
 import threading
 import types
 
+import fixtures
+from oslo_config import cfg
 from oslo_utils import timeutils
 
 from heat_health.common import nova_adapter
 from heat_health.db import models
 from heat_health.db import session as db_session
 from heat_health.engine.monitor import monitor
+from heat_health.engine.monitor import poll_costs
 from heat_health.policy import spec as policy_spec
 from heat_health.policy import targets
 from tests.unit import base
@@ -165,6 +168,30 @@ class TestMonitor(base.HeatHealthTestCase):
         self.assertEqual('UNHEALTHY', states[('pa', 's2')])
         self.assertEqual('UNHEALTHY', states[('pb', 's2')])
         self.assertEqual('HEALTHY', states[('pa', 's1')])
+
+    def test_poll_costs_tell_the_loops_cpu_by_step(self):
+        cfg.CONF.set_override('log_poll_costs', True, group='heat_health')
+        self.addCleanup(cfg.CONF.clear_override, 'log_poll_costs',
+                        group='heat_health')
+        log = self.useFixture(fixtures.FakeLogger(name=poll_costs.__name__))
+        self.nova.requests = 0
+        costed = monitor.Monitor(
+            'engine-1', 'host-1', registry=self.registry, adapter=self.nova,
+            listener_factory=None, url_checker_factory=None,
+            clock=lambda: self.time)
+        costed.tracker._notifier = types.SimpleNamespace(
+            info=lambda *a: None)
+        for _ in range(4):
+            costed.tick()
+            self.time += 30
+        lines = [line for line in log.output.splitlines()
+                 if 'Poll costs' in line]
+        self.assertGreaterEqual(len(lines), 2)
+        steps = dict(part.rsplit(' ', 1) for part in lines[-1].split(
+            'monitor CPU s by step: ')[1].split(', '))
+        self.assertLessEqual({'claim', 'resolve', 'load', 'index', 'poll',
+                              'urls', 'pools', 'settle'}, set(steps))
+        self.assertTrue(all(float(v) >= 0 for v in steps.values()))
 
     def test_a_long_step_keeps_heartbeats_and_leases_going(self):
         """Each answer of Nova within a tick says the tick progresses."""

@@ -197,6 +197,30 @@ class ClaimTestCase(base.HeatHealthTestCase):
         with mock.patch.object(timeutils, 'utcnow', return_value=at):
             self.assertEqual([], two.claim())
 
+    def test_leases_taken_apart_are_renewed_together(self):
+        one = registry.Registry('engine-1', lease_seconds=30)
+        start = timeutils.utcnow()
+
+        def claim_at(seconds):
+            at = start + datetime.timedelta(seconds=seconds)
+            with mock.patch.object(timeutils, 'utcnow', return_value=at):
+                one.claim()
+            rows = [policy_object.Policy.get(p) for p in ('p1', 'p2')]
+            return {p.id: p.lease_expires_at.replace(tzinfo=None) - start
+                    for p in rows if p is not None}
+        _policy('p1')
+        self.assertEqual({'p1': datetime.timedelta(seconds=30)},
+                         claim_at(0))
+        _policy('p2')
+        self.assertEqual({'p1': datetime.timedelta(seconds=30),
+                          'p2': datetime.timedelta(seconds=35)},
+                         claim_at(5))
+        # p1 falls due: p2 is renewed with it, and from then on they fall
+        # due together (one claim in ten seconds reads the rows held).
+        self.assertEqual({'p1': datetime.timedelta(seconds=41),
+                          'p2': datetime.timedelta(seconds=41)},
+                         claim_at(11))
+
     def test_release_hands_over_at_once(self):
         _policy('p1')
         one = registry.Registry('engine-1', lease_seconds=30)
