@@ -1,6 +1,7 @@
 """Health policies: their rows, who owns each (leases), pause and brake."""
 
 import datetime
+import functools
 
 from oslo_utils import timeutils
 import sqlalchemy as sa
@@ -86,7 +87,7 @@ def policy_claim(engine_id, lease_seconds, policy_id=None,
     :param digest: with ``known``, the digest the last claim returned,
         under the same ring: while this engine's rows give it still, none
         of their leases is due and there is nothing to take, none of its
-        rows is read (the keys known are returned).
+        rows is read (the keys known and this very digest are returned).
     A policy held by a live lease stays with its holder; the holder offers
     it (``handoff_to``) when the ring names another engine, which takes it
     at its next claim: the policy is watched until that moment. A take
@@ -210,11 +211,13 @@ def _takeable(session, engine_id, now, policy_id, members):
         params['members'] = sorted(members)
     if policy_id is not None:
         params['policy_id'] = policy_id
-    return session.execute(_statements.get(
-        ('takeable', members is not None, policy_id is not None)),
-        params).all()
+    return session.execute(_takeable_statement(
+        members is not None, policy_id is not None), params).all()
 
 
+# The statements of every tick are built once: a dozen aggregates cost more
+# to build than to run.
+@functools.lru_cache(maxsize=None)
 def _takeable_statement(grouped, one):
     P = models.Policy
     engine_id = sa.bindparam('engine_id')
@@ -242,7 +245,7 @@ def _held_digest(session, engine_id, lease_seconds, now):
     and what a write may leave in the same second (enabled, suspended,
     paused, braked, error and offer, counted and measured).
     """
-    row = session.execute(_statements.get(('held digest',)), {
+    row = session.execute(_held_digest_statement(), {
         'engine_id': engine_id,
         'renew_before': _renew_before(now, lease_seconds)}).one()
     return int(row[0]), tuple(
@@ -254,6 +257,7 @@ def _count(condition):
                             0)
 
 
+@functools.lru_cache(maxsize=None)
 def _held_digest_statement():
     P = models.Policy
 
@@ -272,6 +276,7 @@ def _held_digest_statement():
             P.engine_id == sa.bindparam('engine_id'))
 
 
+@functools.lru_cache(maxsize=None)
 def _owners_digest_statement():
     P = models.Policy
     return sa.select(
@@ -279,29 +284,6 @@ def _owners_digest_statement():
         sa.func.sum(P.targets_version),
         _count(P.lease_expires_at >= sa.bindparam('now')),
         sa.func.max(P.created_at))
-
-
-class _Statements(object):
-    """Statements run at every tick, built once.
-
-    Building a statement of a dozen aggregates costs more than running it.
-    """
-
-    BUILD = {'takeable': _takeable_statement,
-             'held digest': _held_digest_statement,
-             'owners digest': _owners_digest_statement}
-
-    def __init__(self):
-        self._built = {}
-
-    def get(self, key):
-        found = self._built.get(key)
-        if found is None:
-            found = self._built[key] = self.BUILD[key[0]](*key[1:])
-        return found
-
-
-_statements = _Statements()
 
 
 def _changed_rows(session, known, keys):
@@ -384,7 +366,7 @@ def policy_owners_digest():
     thousand policies is read again only then.
     """
     with db_session.facade.reader.using(db_session.Session()) as session:
-        return tuple(session.execute(_statements.get(('owners digest',)),
+        return tuple(session.execute(_owners_digest_statement(),
                                      {'now': timeutils.utcnow()}).one())
 
 

@@ -19,6 +19,7 @@ project) is never a target.
 """
 
 import collections
+import functools
 import random
 import time
 
@@ -27,6 +28,7 @@ from heat.db import api as heat_db
 from heat.db import models as heat_models
 from heat.engine import environment
 from oslo_log import log as logging
+import sqlalchemy as sa
 
 LOG = logging.getLogger(__name__)
 
@@ -157,12 +159,8 @@ class Resolver(object):
 
     @staticmethod
     def _stack_rows(session, stack_ids):
-        S = heat_models.Stack
-        return {row.id: _StackRow(*row) for row in session.query(
-            S.id, S.owner_id, S.action, S.status, S.raw_template_id,
-            S.updated_at, S.created_at).filter(
-                S.id.in_(sorted(stack_ids)), S.deleted_at.is_(None),
-                sa_not_true(S.backup))}
+        return {row[0]: _StackRow(*row) for row in session.execute(
+            _stack_rows_statement(), {'ids': sorted(stack_ids)})}
 
     def _unchanged(self, root_id, stacks, now):
         """The resource rows kept of a tree none of whose stacks changed."""
@@ -333,6 +331,18 @@ class Resolver(object):
                                          policy.stack_id, tuple(names),
                                          result[policy.id])
         return result
+
+
+# Built once: asked at every tick, building it costs more than the
+# resolution of a quiet tree.
+@functools.lru_cache(maxsize=None)
+def _stack_rows_statement():
+    S = heat_models.Stack
+    return sa.select(
+        S.id, S.owner_id, S.action, S.status, S.raw_template_id,
+        S.updated_at, S.created_at).where(
+            S.id.in_(sa.bindparam('ids', expanding=True)),
+            S.deleted_at.is_(None), sa_not_true(S.backup))
 
 
 def sa_not_true(column):

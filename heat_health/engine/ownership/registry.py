@@ -36,12 +36,6 @@ HELD = target_resolution.Resolution(places={}, busy=frozenset(),
                                     fingerprint=())
 
 
-# Seconds between two reads of the rows held when their digest says
-# nothing changed: the digest sees a write's time in seconds, so two writes
-# of one second may leave it as it was.
-HELD_READ_SECONDS = 5.0
-
-
 class HeldRows(object):
     """The rows of the policies an engine holds, as of its last claim.
 
@@ -50,7 +44,10 @@ class HeldRows(object):
     values that change with anything but the lease, and read again when
     those do; and none is read while the digest of the rows held is as
     the last claim left it under the same ring. (The lease in a row kept
-    is not kept up to date: nothing here reads it.)
+    is not kept up to date: nothing here reads it.) They are read at least
+    once a third of a lease all the same, when their leases are renewed:
+    the digest sees a write's time in seconds, and two writes of one
+    second may leave it as it was.
     """
 
     def __init__(self, clock=time.monotonic):
@@ -67,12 +64,14 @@ class HeldRows(object):
         now = self._clock()
         digest = None
         if (self._digest is not None and self._digest[0] == ring and
-                now - self._digest[2] < HELD_READ_SECONDS):
+                now - self._digest[2] < lease_seconds / 3.0):
             digest = self._digest[1]
         known = {pid: key for pid, (key, _p) in self._claimed.items()}
         rows, keys, found = policy_object.Policy.claim(
             engine_id, lease_seconds, known=known, digest=digest, **kwargs)
-        if found != digest:
+        if found is not digest:
+            # The rows held were read (the digest given comes back as it
+            # is when none was).
             self._digest = (ring, found, now)
         read = {p.id: p for p in rows}
         claimed = {}
