@@ -139,7 +139,12 @@ class Engine(object):
         self._generations = {}   # id -> generation
         self._targets = {}       # policy id -> [Target]
         self._resolutions = {}   # policy id -> Resolution
-        self._schedule = monitor_mod.RefreshSchedule()
+        # Seeded where the acting core draws its safety re-reads at
+        # random: a run is the same every time.
+        self._schedule = (
+            monitor_mod.RefreshSchedule(rnd=random.Random(self.seed))
+            if _takes(monitor_mod.RefreshSchedule, 'rnd') else
+            monitor_mod.RefreshSchedule())
         # The registry's claims, reading only what changed (where the
         # acting core has them).
         self._held = (registry_mod.HeldRows(clock=world.clock.seconds)

@@ -1,6 +1,8 @@
 """The monitor loop with a fake registry and a fake Nova."""
 
+import collections
 import datetime
+import random
 import threading
 import types
 
@@ -371,7 +373,24 @@ class TestRefreshSchedule(base.HeatHealthTestCase):
         self.assertEqual({'pa', 'pb'},
                          schedule.rows_due([pa, pb], 106.0, held.get))
         schedule.rows_read([pa, pb], 106.0, held.get)
-        # or they were last read ROWS_SECONDS ago.
+        # or they were last read ROWS_SECONDS ago (to half as long again).
         self.assertEqual(set(), schedule.rows_due([pa, pb], 107.0, held.get))
+        self.assertEqual(set(), schedule.rows_due(
+            [pa, pb], 106.0 + monitor.ROWS_SECONDS - 1, held.get))
         self.assertEqual({'pa', 'pb'}, schedule.rows_due(
-            [pa, pb], 106.0 + monitor.ROWS_SECONDS, held.get))
+            [pa, pb], 106.0 + 1.5 * monitor.ROWS_SECONDS, held.get))
+
+    def test_rows_read_together_are_not_read_again_together(self):
+        schedule = monitor.RefreshSchedule(rnd=random.Random(1))
+        held = collections.defaultdict(lambda: 1)
+        policies = [_policy('p%d' % n) for n in range(100)]
+        schedule.rows_read(policies, 100.0, held.__getitem__)
+        # A takeover read them in one tick: the safety net reads them
+        # again spread over half of ROWS_SECONDS, not all in one tick.
+        due = [len(schedule.rows_due(
+            policies, 100.0 + monitor.ROWS_SECONDS * (1 + k / 8.0),
+            held.__getitem__)) for k in range(5)]
+        self.assertEqual(sorted(due), due)
+        self.assertLess(due[0], 10)
+        self.assertTrue(20 < due[2] < 80, due)
+        self.assertEqual(100, due[4])

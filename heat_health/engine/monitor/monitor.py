@@ -13,6 +13,7 @@ the database on its first tick.
 """
 
 import contextlib
+import random
 import threading
 import time
 
@@ -45,7 +46,9 @@ REFRESH_SECONDS = 5.0
 
 # Seconds between two reads of a policy's target rows when nothing said
 # they changed (a new owner, their servers' version, a resolution that
-# stored new places): a safety net, not the way changes are found.
+# stored new places): a safety net, not the way changes are found. Each
+# policy's is lengthened by up to a half at random, so that the rows a
+# takeover read together are not all read again in the same tick.
 ROWS_SECONDS = 300.0
 
 # Seconds a pool's admin state is taken as last read.
@@ -166,12 +169,13 @@ class RefreshSchedule(object):
     before that are stale (acting on them would repeat a finished step).
     """
 
-    def __init__(self):
+    def __init__(self, rnd=None):
         self._next = {}    # policy id -> clock time
         self._under = {}   # policy id -> generation the rows were read under
         # policy id -> (generation, targets version, clock time) of the
-        # last read of its target rows.
+        # last read of its target rows, plus its share of the lengthening.
         self._rows = {}
+        self._rnd = rnd or random.Random()
 
     def due(self, policies, now, generation):
         """The policies to read now; ``generation(id)`` is the held one."""
@@ -196,8 +200,8 @@ class RefreshSchedule(object):
 
         Those held under a new generation, whose servers' version grew (a
         sync, a user's reset: every write but this engine's own), or not
-        read for ``ROWS_SECONDS``; the rows of the others are as this
-        engine last read and wrote them.
+        read for ``ROWS_SECONDS`` (to half as long again); the rows of the
+        others are as this engine last read and wrote them.
         """
         due = set()
         for policy in policies:
@@ -210,9 +214,10 @@ class RefreshSchedule(object):
 
     def rows_read(self, policies, now, generation):
         for policy in policies:
-            self._rows[policy.id] = (generation(policy.id),
-                                     getattr(policy, 'targets_version',
-                                             None), now)
+            self._rows[policy.id] = (
+                generation(policy.id),
+                getattr(policy, 'targets_version', None),
+                now + self._rnd.uniform(0, ROWS_SECONDS / 2))
 
 
 class Monitor(object):
