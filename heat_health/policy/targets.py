@@ -123,7 +123,7 @@ def _parse(template_id, template, env_dict):
 # stacks changed: a safety net, not the way changes are found. Each tree's
 # is shortened by up to a half at random, so that the trees a takeover
 # read together are not all read again in the same tick.
-TREE_SECONDS = 300.0
+TREE_SECONDS = 600.0
 
 
 class Resolver(object):
