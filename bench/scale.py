@@ -712,8 +712,10 @@ def run_size(args, admin, nova, size, made, workdir, curve):
 
     interval = args.interval
     # The first cycle after a takeover stores its servers' first
-    # observations: the quiet phase starts once that is over.
-    stop.wait(interval)
+    # observations: the quiet phase starts once that is over, or once the
+    # safety re-reads of what the takeover read together have gone round
+    # once (--steady), their rate then being what it stays.
+    stop.wait(max(interval, args.steady))
     profiles = Profiles(workdir, args.profile)
     q0 = {e: e.offset() for e in started_engines}
     u0 = {e: group_usage(e.pgid) for e in started_engines}
@@ -958,6 +960,11 @@ def main():
     parser.add_argument('--interval', type=int, default=30)
     parser.add_argument('--quiet-cycles', type=int, default=3)
     parser.add_argument('--load-cycles', type=int, default=4)
+    parser.add_argument('--steady', type=float, default=0.0,
+                        help='seconds to wait after every target is '
+                             'watched before measuring (600: the safety '
+                             're-reads of trees and target rows are in '
+                             'their steady rate)')
     parser.add_argument('--after-kill', type=float, default=30.0)
     parser.add_argument('--notifications', type=float, default=100.0)
     parser.add_argument('--fault-rate', type=float, default=1.0)
