@@ -137,7 +137,8 @@ def policy_claim(engine_id, lease_seconds, policy_id=None,
             # Nothing but leases written: what this engine holds is what
             # it read.
             keys = {row.id: tuple(row[len(_MINE):]) for row in mine
-                    if row.lease_expires_at >= now}
+                    if row.lease_expires_at is not None and
+                    row.lease_expires_at >= now}
             return (_changed_rows(session, known, keys), keys,
                     _held_digest(session, engine_id, lease_seconds, now)[1])
     with db_session.facade.reader.using(db_session.Session()) as session:

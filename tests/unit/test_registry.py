@@ -197,6 +197,22 @@ class ClaimTestCase(base.HeatHealthTestCase):
         with mock.patch.object(timeutils, 'utcnow', return_value=at):
             self.assertEqual([], two.claim())
 
+    def test_a_row_named_for_this_engine_without_a_lease_is_not_held(self):
+        _policy('p1')
+        _policy('p2')
+        one = registry.Registry('engine-1', lease_seconds=30)
+        one.claim()
+        with db_session.facade.writer.using(db_session.Session()) as s:
+            s.query(models.Policy).filter_by(id='p2').update(
+                {'lease_expires_at': None}, synchronize_session=False)
+        # The ring gives p2 to another engine: this one neither holds nor
+        # takes it, and its claim goes on with p1.
+        held = policy_object.Policy.claim(
+            'engine-1', 30, known={}, ring_owner=lambda pid: (
+                'engine-1' if pid == 'p1' else 'engine-2'),
+            members=frozenset(['engine-1', 'engine-2']))
+        self.assertEqual(['p1'], sorted(held[1]))
+
     def test_leases_taken_apart_are_renewed_together(self):
         one = registry.Registry('engine-1', lease_seconds=30)
         start = timeutils.utcnow()
