@@ -45,6 +45,7 @@ target_reset = targets.target_reset
 target_get_all = targets.target_get_all
 target_get_rows = targets.target_get_rows
 target_get_shown = targets.target_get_shown
+target_held_columns = targets.target_held_columns
 target_paths = targets.target_paths
 target_details_update = targets.target_details_update
 target_sync = targets.target_sync

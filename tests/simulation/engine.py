@@ -39,6 +39,10 @@ from heat_health.policy import observation as obs
 from heat_health.policy import spec as policy_spec
 from tests.simulation import faults as faults_mod
 
+# Seconds between two safety re-reads of a policy's target rows: much
+# shorter than the deployment's, so that runs go through them often.
+SAFETY_ROWS_SECONDS = 20.0
+
 
 def _takes(cls, parameter):
     """Whether the acting core's class takes this keyword (older don't)."""
@@ -141,7 +145,12 @@ class Engine(object):
         self._resolutions = {}   # policy id -> Resolution
         # Seeded where the acting core draws its safety re-reads at
         # random: a run is the same every time.
+        # Its safety re-read of target rows comes every 20 s or so, so
+        # that a run of a few minutes goes through it many times.
         self._schedule = (
+            monitor_mod.RefreshSchedule(rnd=random.Random(self.seed),
+                                        rows_seconds=SAFETY_ROWS_SECONDS)
+            if _takes(monitor_mod.RefreshSchedule, 'rows_seconds') else
             monitor_mod.RefreshSchedule(rnd=random.Random(self.seed))
             if _takes(monitor_mod.RefreshSchedule, 'rnd') else
             monitor_mod.RefreshSchedule())
@@ -311,6 +320,7 @@ class Engine(object):
         rows_due = getattr(self._schedule, 'rows_due', None)
         read = (rows_due(policies, now, self._generations.get)
                 if rows_due else {p.id for p in policies})
+        synced = set()
         for policy in policies:
             resolution = self.world.heat.resolution(policy.stack_id)
             previous = self._resolutions.get(policy.id)
@@ -320,13 +330,23 @@ class Engine(object):
                 target_object.Target.sync(policy.id, resolution.places,
                                           policy.parsed.grace, graced)
                 read.add(policy.id)
+                synced.add(policy.id)
             self._resolutions[policy.id] = resolution
+        aged = set()
+        if hasattr(self._schedule, 'aged'):
+            # Rows due only by age are checked against memory first.
+            aged = (read & self._schedule.aged(policies,
+                                               self._generations.get)) - {
+                p.id for p in policies if p.id in synced}
         found = target_object.Target.get_all_by_policies(
-            [p.id for p in policies if p.id in read])
+            [p.id for p in policies if p.id in read - aged])
+        if aged:
+            found.update(monitor_mod.read_unless_held(self.tracker, aged))
         self._targets.update(found)
         if rows_due:
-            self._schedule.rows_read([p for p in policies if p.id in found],
-                                     now, self._generations.get)
+            self._schedule.rows_read(
+                [p for p in policies if p.id in found or p.id in aged],
+                now, self._generations.get)
         return set(found)
 
     def _load_if_changed(self):

@@ -654,6 +654,33 @@ class TestLoadOnlyWhatChanged(TrackerCase):
         self.assertEqual(['s1', 's2'],
                          [t.server_id for t in self.tracker.targets_of('pa')])
 
+    def test_a_safety_reread_loads_only_rows_memory_lacks(self):
+        """Rows changed only by this engine's writes are not read again."""
+        self._observe('s1', obs.UNHEALTHY)
+        self._observe('s3', obs.UNHEALTHY)
+        self.assertEqual({}, monitor.read_unless_held(self.tracker,
+                                                      {'pa', 'pb'}))
+        # A write nobody announced (no new version): pb is read again.
+        with db_session.facade.writer.using(db_session.Session()) as session:
+            session.query(models.Target).filter_by(
+                policy_id='pb', server_id='s3').update(
+                    {'state': 'HEALTHY'})
+        found = monitor.read_unless_held(self.tracker, {'pa', 'pb'})
+        self.assertEqual(['pb'], list(found))
+        self.assertEqual(['HEALTHY'], [t.state for t in found['pb']])
+        # So is a policy whose rows memory does not hold at all, and one
+        # with a target memory does not know.
+        self._add_policy('pc', ['s4'])
+        self.assertEqual({'pc'}, set(monitor.read_unless_held(
+            self.tracker, {'pa', 'pc'})))
+        with db_session.facade.writer.using(db_session.Session()) as session:
+            session.add(models.Target(
+                policy_id='pa', server_id='s9', stack_id='stack-pa',
+                resource_name='s9', path='group/s9', state='NO_DATA',
+                state_since=self.t0))
+        self.assertEqual({'pa'}, set(monitor.read_unless_held(
+            self.tracker, {'pa'})))
+
     def test_a_server_of_a_kept_and_a_loaded_policy_keeps_both(self):
         """Only what changed leaves the index; the kept stays as it was."""
         self._add_policy('pc', ['s3', 's4'])

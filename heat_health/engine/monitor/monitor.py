@@ -24,6 +24,7 @@ from heat.common import context as heat_context
 
 from heat_health.common import nova_adapter
 from heat_health.common import octavia_adapter
+from heat_health.db import api as db_api
 from heat_health.engine.monitor import compute_hosts
 from heat_health.engine.monitor import lb_status
 from heat_health.engine.monitor import lifecycle_events
@@ -160,6 +161,26 @@ def load_and_follow(tracker, poller, load):
     poller.lookup(new, projects=tracker.projects_of(new) if new else None)
 
 
+def read_unless_held(tracker, policy_ids):
+    """{policy id: [Target]} of the policies whose rows memory lacks.
+
+    The safety re-read of rows nothing said changed: their plain columns
+    are compared with the tracker's memory, and only a policy whose rows
+    hold something memory does not (a write nobody announced) is read as
+    objects and loaded again. The others' rows differ from those last
+    read only by this engine's own writes.
+    """
+    if not policy_ids:
+        return {}
+    stored = db_api.target_held_columns(policy_ids)
+    lacking = [pid for pid, rows in stored.items()
+               if not tracker.holds(pid, rows)]
+    if lacking:
+        LOG.info('Target rows of %d policies hold what this engine did not '
+                 'know; reading them again', len(lacking))
+    return target_object.Target.get_all_by_policies(lacking)
+
+
 class RefreshSchedule(object):
     """When each held policy's targets are resolved and read again.
 
@@ -169,13 +190,14 @@ class RefreshSchedule(object):
     before that are stale (acting on them would repeat a finished step).
     """
 
-    def __init__(self, rnd=None):
+    def __init__(self, rnd=None, rows_seconds=ROWS_SECONDS):
         self._next = {}    # policy id -> clock time
         self._under = {}   # policy id -> generation the rows were read under
         # policy id -> (generation, targets version, clock time) of the
         # last read of its target rows, plus its share of the lengthening.
         self._rows = {}
         self._rnd = rnd or random.Random()
+        self._rows_seconds = rows_seconds
 
     def due(self, policies, now, generation):
         """The policies to read now; ``generation(id)`` is the held one."""
@@ -208,16 +230,30 @@ class RefreshSchedule(object):
             known = self._rows.get(policy.id)
             if (known is None or known[0] != generation(policy.id) or
                     known[1] != getattr(policy, 'targets_version', None) or
-                    now - known[2] >= ROWS_SECONDS):
+                    now - known[2] >= self._rows_seconds):
                 due.add(policy.id)
         return due
+
+    def aged(self, policies, generation):
+        """Ids of the policies whose rows are due only by their age.
+
+        Read under the generation held and at the servers' version they
+        have: their rows are checked against memory, not loaded again.
+        """
+        aged = set()
+        for policy in policies:
+            known = self._rows.get(policy.id)
+            if (known is not None and known[0] == generation(policy.id) and
+                    known[1] == getattr(policy, 'targets_version', None)):
+                aged.add(policy.id)
+        return aged
 
     def rows_read(self, policies, now, generation):
         for policy in policies:
             self._rows[policy.id] = (
                 generation(policy.id),
                 getattr(policy, 'targets_version', None),
-                now + self._rnd.uniform(0, ROWS_SECONDS / 2))
+                now + self._rnd.uniform(0, self._rows_seconds / 2))
 
 
 class Monitor(object):
@@ -372,11 +408,15 @@ class Monitor(object):
         due = self._refresh.due(self._policies.values(), now,
                                 self.registry.generation)
         if due:
-            read = self._refresh.rows_due(due, now, self.registry.generation)
-            found = self.registry.refresh_all(due, read=read)
+            generation = self.registry.generation
+            read = self._refresh.rows_due(due, now, generation)
+            aged = read & self._refresh.aged(due, generation)
+            found = self.registry.refresh_all(due, read=read - aged)
+            found.update(read_unless_held(self.tracker, aged - set(found)))
             self._targets.update(found)
-            self._refresh.rows_read([p for p in due if p.id in found], now,
-                                    self.registry.generation)
+            self._refresh.rows_read(
+                [p for p in due if p.id in found or p.id in aged], now,
+                generation)
             self._heartbeat()
         self._refresh.read(due, now, self.registry.generation)
 

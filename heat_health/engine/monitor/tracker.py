@@ -431,6 +431,26 @@ class Tracker(state_writes.StateWrites):
     # Recovery: the planner reads here, the recovery loop writes through
     # state_writes
 
+    def holds(self, policy_id, rows):
+        """Whether memory holds what these rows of the policy store.
+
+        The same targets, each with its server, place, grace, state and
+        recovery: rows that differ only by this engine's own writes since
+        they were last read need no new load.
+        """
+        with self._lock:
+            known = {t.id: t for t in self._by_policy.get(policy_id, ())}
+            if len(known) != len(rows):
+                return False
+            for row in rows:
+                target = known.get(row.id)
+                if (target is None or target.server_id != row.server_id or
+                        target.path != row.path or
+                        target.grace_until != watched.naive(
+                            row.grace_until) or target.differs(row)):
+                    return False
+            return True
+
     def targets_of(self, policy_id):
         """The watched targets of one policy (live objects: read only)."""
         with self._lock:
