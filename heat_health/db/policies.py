@@ -70,7 +70,7 @@ CLAIM_KEY = (models.Policy.generation, models.Policy.updated_at,
 @db_session.retry_on_deadlock
 def policy_claim(engine_id, lease_seconds, policy_id=None,
                  ring_owner=None, members=None, known=None, take_limit=None,
-                 digest=None):
+                 digest=None, observed=None):
     """Renew this engine's leases, offer, and take; returns what it owns.
 
     :param ring_owner: policy id -> the engine that should own it (the
@@ -88,6 +88,9 @@ def policy_claim(engine_id, lease_seconds, policy_id=None,
         under the same ring: while this engine's rows give it still, none
         of their leases is due and there is nothing to take, none of its
         rows is read (the keys known and this very digest are returned).
+    :param observed: called when leases are renewed: {policy id: the time
+        by which every target's stored observation was seen again}, stored
+        with the leases (``observed_through``).
     A policy held by a live lease stays with its holder; the holder offers
     it (``handoff_to``) when the ring names another engine, which takes it
     at its next claim: the policy is watched until that moment. A take
@@ -119,7 +122,8 @@ def policy_claim(engine_id, lease_seconds, policy_id=None,
         if take_limit is not None:
             takes = sorted(takes)[:take_limit]
         if keep:
-            _renew(session, engine_id, lease_seconds, now, keep)
+            _renew(session, engine_id, lease_seconds, now, keep,
+                   observed=observed() if observed else None)
         for pid, offer in offers.items():
             session.query(P).filter(P.id == pid,
                                     P.engine_id == engine_id).update(
@@ -313,9 +317,19 @@ def _renew_before(now, lease_seconds):
     return now + datetime.timedelta(seconds=lease_seconds * 2.0 / 3)
 
 
-def _renew(session, engine_id, lease_seconds, now, ids=None):
-    """Renew this engine's live leases: of ``ids``, or (None) those due."""
+def _renew(session, engine_id, lease_seconds, now, ids=None,
+           observed=None):
+    """Renew this engine's live leases: of ``ids``, or (None) those due.
+
+    :param observed: {policy id: time}, each policy's ``observed_through``
+        moved forward in the same statement.
+    """
     P = models.Policy
+    values = {'lease_expires_at': _expires(now, lease_seconds),
+              'updated_at': P.updated_at}
+    if observed:
+        values['observed_through'] = sa.case(
+            observed, value=P.id, else_=P.observed_through)
     query = session.query(P).filter(P.engine_id == engine_id,
                                     P.lease_expires_at >= now)
     if ids is None:
@@ -323,9 +337,7 @@ def _renew(session, engine_id, lease_seconds, now, ids=None):
             P.lease_expires_at < _renew_before(now, lease_seconds))
     else:
         query = query.filter(P.id.in_(ids))
-    return query.update({'lease_expires_at': _expires(now, lease_seconds),
-                         'updated_at': P.updated_at},
-                        synchronize_session=False)
+    return query.update(values, synchronize_session=False)
 
 
 @db_session.retry_on_deadlock

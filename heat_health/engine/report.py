@@ -18,16 +18,23 @@ EVENTS_SHOWN = 50
 EVENTS_MAX = 1000
 
 
-def _time(value):
-    """ISO 8601 with its offset; a naive time from a row is UTC."""
-    if value is None:
-        return None
-    if value.tzinfo is None:
+def _aware(value):
+    """A naive time from a row is UTC."""
+    if value is not None and value.tzinfo is None:
         value = value.replace(tzinfo=datetime.timezone.utc)
-    return value.isoformat()
+    return value
 
 
-def _target(target):
+def _time(value):
+    """ISO 8601 with its offset."""
+    return None if value is None else _aware(value).isoformat()
+
+
+def _target(target, observed_through=None):
+    seen = target.observed_at
+    if seen is not None and observed_through is not None:
+        # Stored when it changed; its owner saw it so again since.
+        seen = max(_aware(seen), _aware(observed_through))
     return {'server_id': target.server_id,
             'server_name': target.server_name,
             'resource_name': target.resource_name,
@@ -44,6 +51,7 @@ def _target(target):
                 'reason': target.observation_reason,
                 'source': target.observation_source,
                 'time': _time(target.observed_at),
+                'still_seen_at': _time(seen),
             } if target.observation else None}
 
 
@@ -68,8 +76,10 @@ def _policy(policy, targets):
             'error_since': _time(policy.error_since),
             'paused': policy.paused and dict(
                 policy.paused, at=_time(policy.paused['at'])),
+            'observed_through': _time(policy.observed_through),
             'counts': dict(collections.Counter(t.state for t in targets)),
-            'targets': [_target(t) for t in targets]}
+            'targets': [_target(t, policy.observed_through)
+                        for t in targets]}
 
 
 def _event(event):

@@ -17,7 +17,8 @@ class Policy(base.VersionedObject, base.VersionedObjectDictCompat):
     # Version 1.3: paused_at, paused_by, paused_reason
     # Version 1.4: error, error_since
     # Version 1.5: targets_version
-    VERSION = '1.5'
+    # Version 1.6: observed_through
+    VERSION = '1.6'
 
     fields = {
         'id': fields.StringField(),
@@ -45,6 +46,7 @@ class Policy(base.VersionedObject, base.VersionedObjectDictCompat):
         'error': fields.StringField(nullable=True),
         'error_since': fields.DateTimeField(nullable=True),
         'targets_version': fields.IntegerField(),
+        'observed_through': fields.DateTimeField(nullable=True),
         'created_at': fields.DateTimeField(),
         'updated_at': fields.DateTimeField(nullable=True),
     }
@@ -78,7 +80,7 @@ class Policy(base.VersionedObject, base.VersionedObjectDictCompat):
     @classmethod
     def claim(cls, engine_id, lease_seconds, policy_id=None,
               ring_owner=None, members=None, known=None, take_limit=None,
-              digest=None):
+              digest=None, observed=None):
         """The policies owned after claiming; see ``policy_claim``.
 
         With ``known``: (the policies whose rows were read, {policy id:
@@ -87,7 +89,7 @@ class Policy(base.VersionedObject, base.VersionedObjectDictCompat):
         found = db_api.policy_claim(
             engine_id, lease_seconds, policy_id=policy_id,
             ring_owner=ring_owner, members=members, known=known,
-            take_limit=take_limit, digest=digest)
+            take_limit=take_limit, digest=digest, observed=observed)
         if known is None:
             return cls._list(found)
         rows, keys, digest = found

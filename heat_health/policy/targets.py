@@ -122,8 +122,40 @@ def _parse(template_id, template, env_dict):
 # Seconds a tree's resources read are taken as read while none of its
 # stacks changed: a safety net, not the way changes are found. Each tree's
 # is shortened by up to a half at random, so that the trees a takeover
-# read together are not all read again in the same tick.
+# read together are not all read again in the same tick. Then one row
+# that sums up its resources is read, and the resources themselves only
+# when it differs from the one read with them.
 TREE_SECONDS = 600.0
+
+
+@functools.lru_cache(maxsize=None)
+def _resource_digests_statement():
+    R = heat_models.Resource
+    server = R.physical_resource_id
+    return sa.select(
+        R.root_stack_id, sa.func.count(), sa.func.sum(R.id),
+        sa.func.max(R.updated_at), sa.func.sum(R.atomic_key),
+        sa.func.count(sa.case((R.status == IN_PROGRESS, 1))),
+        sa.func.count(sa.case((R.action == 'DELETE', 1))),
+        sa.func.count(R.replaced_by), sa.func.sum(sa.func.length(server)),
+        sa.func.min(server), sa.func.max(server)).where(
+            R.root_stack_id.in_(sa.bindparam('ids', expanding=True))
+    ).group_by(R.root_stack_id)
+
+
+def _resource_digests(session, root_ids):
+    """{root id: what sums up its resource rows}.
+
+    Portable sums of what a resolution reads of them: their number and
+    ids, latest update, updates under Heat's resource locks, those in
+    progress, being deleted or replaced, and their physical ids. Heat
+    changes these within an action of their stack, which its row shows
+    first: this only catches what that misses.
+    """
+    if not root_ids:
+        return {}
+    return {row[0]: tuple(row[1:]) for row in session.execute(
+        _resource_digests_statement(), {'ids': sorted(root_ids)})}
 
 
 class Resolver(object):
@@ -144,8 +176,11 @@ class Resolver(object):
         self._types = {}  # (raw_template_id, updated_at) -> {name: type}
         self._roots = {}  # stack id -> root stack id
         # root id -> (its stacks' rows {id: _StackRow}, its resource rows,
-        # clock time read, less its share of TREE_SECONDS taken off)
+        # the digest of those rows read just before them)
         self._trees = {}
+        # root id -> clock time its rows were last read or checked, less
+        # its share of TREE_SECONDS taken off
+        self._checked = {}
         self._rnd = random.Random()
         # policy id -> (tree it was made of, stack id, names, Resolution)
         self._made = {}
@@ -162,16 +197,34 @@ class Resolver(object):
         return {row[0]: _StackRow(*row) for row in session.execute(
             _stack_rows_statement(), {'ids': sorted(stack_ids)})}
 
-    def _unchanged(self, root_id, stacks, now):
+    def _unchanged(self, root_id, stacks):
         """The resource rows kept of a tree none of whose stacks changed."""
         tree = self._trees.get(root_id)
-        if tree is None or now - tree[2] >= TREE_SECONDS:
+        if tree is None:
             return None
-        known, resources, _at = tree
+        known, resources, _digest = tree
         if any(stacks.get(sid) != row or row.status == IN_PROGRESS
                for sid, row in known.items()):
             return None
         return resources
+
+    def _still_same(self, session, root_ids, now):
+        """Of these trees kept, those whose resources are still as read.
+
+        Checked once their TREE_SECONDS ran, by one row per tree: a tree
+        whose rows sum up as when they were read keeps them (and the
+        Resolutions made of them) for another while.
+        """
+        aged = [r for r in root_ids
+                if now - self._checked.get(r, now) >= TREE_SECONDS]
+        digests = _resource_digests(session, aged)
+        same = set(root_ids) - set(aged)
+        for root_id in aged:
+            if digests.get(root_id) == self._trees[root_id][2]:
+                same.add(root_id)
+                self._checked[root_id] = now - self._rnd.uniform(
+                    0, TREE_SECONDS / 2)
+        return same
 
     def _load(self, ctxt, root_ids, skip=()):
         """Live resources and stacks of the trees under root_ids.
@@ -188,17 +241,17 @@ class Resolver(object):
                 known.update(self._trees.get(root_id, ({},))[0])
             stacks = self._stack_rows(session, known)
             resources = []
-            stale = []
-            quiet = set()
-            for root_id in root_ids:
-                kept = self._unchanged(root_id, stacks, now)
-                if kept is None:
-                    stale.append(root_id)
-                elif root_id in skip:
-                    quiet.add(root_id)
-                else:
-                    resources.extend(kept)
+            kept = {root_id: self._unchanged(root_id, stacks)
+                    for root_id in root_ids}
+            same = self._still_same(
+                session, [r for r, rows in kept.items() if rows is not None],
+                now)
+            stale = sorted(r for r in root_ids if r not in same)
+            quiet = same & set(skip)
+            for root_id in same - quiet:
+                resources.extend(kept[root_id])
             if stale:
+                digests = _resource_digests(session, stale)
                 fresh = session.query(
                     R.id, R.name, R.stack_id, R.physical_resource_id,
                     R.action, R.status, R.replaced_by,
@@ -215,11 +268,13 @@ class Resolver(object):
                     tree = {sid: stacks[sid] for sid in
                             {r.stack_id for r in rows} | {root_id}
                             if sid in stacks}
-                    self._trees[root_id] = (
-                        tree, rows,
-                        now - self._rnd.uniform(0, TREE_SECONDS / 2))
+                    self._trees[root_id] = (tree, rows,
+                                            digests.get(root_id))
+                    self._checked[root_id] = now - self._rnd.uniform(
+                        0, TREE_SECONDS / 2)
             for gone in set(self._trees) - set(self._roots.values()):
                 del self._trees[gone]
+                self._checked.pop(gone, None)
             self._made = {pid: made for pid, made in self._made.items()
                           if self._trees.get(self._roots.get(made[1]))
                           is made[0]}

@@ -156,6 +156,8 @@ class HealthPolicy(health_policy_schema.HealthPolicySchema,
                 'engine_id': policy.engine_id,
                 'lease_expires_at': (policy.lease_expires_at and
                                      policy.lease_expires_at.isoformat()),
+                'observed_through': (policy.observed_through and
+                                     policy.observed_through.isoformat()),
                 'targets': len(targets),
                 'states': counts,
             }

@@ -349,8 +349,9 @@ class HealthPolicySchema(object):
 
     attributes_schema = {
         STATUS_ATTR: attributes.Schema(
-            _('Summary: enabled, owning heat-health-engine, lease, number '
-              'of targets per state, and target names not found.'),
+            _('Summary: enabled, owning heat-health-engine, lease, when '
+              'every target was last seen as stored, number of targets '
+              'per state, and target names not found.'),
             type=attributes.Schema.MAP,
             cache_mode=attributes.Schema.CACHE_NONE,
         ),

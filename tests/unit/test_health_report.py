@@ -149,6 +149,20 @@ class TestEngineReport(test_engine_endpoint.StackTestCase):
                           target['state'], target['reason']))
         self.assertEqual('NODE_STATUS_POLLING',
                          target['last_observation']['source'])
+        seen = target['last_observation']['time']
+        self.assertEqual(seen, target['last_observation']['still_seen_at'])
+        self.assertIsNone(policy['observed_through'])
+        # Its owner saw it so again since, and said it with its leases.
+        later = timeutils.utcnow() + datetime.timedelta(minutes=3)
+        with db_session.facade.writer.using(db_session.Session()) as session:
+            session.query(models.Policy).filter_by(id='pol-1').update(
+                {'observed_through': later})
+        policy, = self._report(self.top)['policies']
+        observed = policy['targets'][0]['last_observation']
+        self.assertEqual((seen, policy['observed_through']),
+                         (observed['time'], observed['still_seen_at']))
+        self.assertTrue(policy['observed_through'].startswith(
+            later.isoformat()[:19]))
         event, = report['events']
         self.assertEqual(('HEALTHY', 'UNHEALTHY'),
                          (event['old_state'], event['new_state']))
@@ -403,7 +417,8 @@ class TestReportOfManyTargets(test_engine_endpoint.StackTestCase):
             'recovery': {'kind': 'START', 'attempt': 1}, 'attempts': 1,
             'next_attempt_at': later,
             'last_observation': {'verdict': 'UNHEALTHY', 'reason': 'seen',
-                                 'source': 'NOVA', 'time': at}}, target)
+                                 'source': 'NOVA', 'time': at,
+                                 'still_seen_at': at}}, target)
         event, = report['events']
         self.assertEqual(('srv-0000', None, at),
                          (event['server_id'], event['path'], event['time']))

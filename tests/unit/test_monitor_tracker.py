@@ -531,11 +531,37 @@ class TestTracker(TrackerCase):
             self._observe('s1', obs.HEALTHY)
             self.tracker.flush()
         self.assertEqual([1], calls)
-        self.now += tracker.OBSERVATION_REFRESH
+        # Said again an hour later: still not written, as long as it says
+        # the same; when it was seen so goes with the policy's leases.
+        first = self.now
+        self.now += datetime.timedelta(hours=1)
         self._observe('s1', obs.HEALTHY)
         self.tracker.flush()
+        self.assertEqual([1], calls)
+        self.assertEqual(first, self._rows()[('pa', 's1')].observed_at)
+        self.assertEqual({'pa': self.now}, self.tracker.observed_through())
+        # Said otherwise: written.
+        self._observe('s1', obs.HEALTHY, reason='Nova status ACTIVE')
+        self.tracker.flush()
         self.assertEqual([1, 1], calls)
-        self.assertEqual(self.now, self._rows()[('pa', 's1')].observed_at)
+
+    def test_targets_seen_as_stored_by_policy(self):
+        self._add_policy('pa', ['s1', 's2'])
+        self._add_policy('pb', ['s3'])
+        self._load()
+        self._observe('s1', obs.HEALTHY)
+        self._observe('s3', obs.HEALTHY)
+        # pa's s2 was not seen yet, pb's observation is not stored yet.
+        self.assertEqual({}, self.tracker.observed_through())
+        self.tracker.flush()
+        self.assertEqual({'pb': self.now}, self.tracker.observed_through())
+        first = self.now
+        self.now += datetime.timedelta(seconds=30)
+        self._observe('s2', obs.HEALTHY)
+        self.tracker.flush()
+        # The oldest sighting of a policy's targets is its own.
+        self.assertEqual({'pa': first, 'pb': first},
+                         self.tracker.observed_through())
 
     def test_observe_from_many_threads(self):
         servers = ['s%d' % i for i in range(50)]

@@ -197,6 +197,33 @@ class ClaimTestCase(base.HeatHealthTestCase):
         with mock.patch.object(timeutils, 'utcnow', return_value=at):
             self.assertEqual([], two.claim())
 
+    def test_when_targets_were_seen_goes_with_the_leases(self):
+        _policy('p1')
+        _policy('p2')
+        one = registry.Registry('engine-1', lease_seconds=30)
+        start = timeutils.utcnow()
+        seen = start - datetime.timedelta(seconds=3)
+        asked = []
+        one.observed = lambda: asked.append(1) or {'p1': seen}
+        with mock.patch.object(timeutils, 'utcnow', return_value=start):
+            one.claim()
+        # Taken, not renewed: nothing asked or written yet.
+        self.assertEqual([], asked)
+        at = start + datetime.timedelta(seconds=11)
+        with mock.patch.object(timeutils, 'utcnow', return_value=at):
+            one.claim()
+        self.assertEqual([1], asked)
+        rows = {pid: policy_object.Policy.get(pid) for pid in ('p1', 'p2')}
+        self.assertEqual(seen, rows['p1'].observed_through.replace(
+            tzinfo=None))
+        self.assertIsNone(rows['p2'].observed_through)
+        # Both leases renewed; a quiet claim after that asks nothing.
+        self.assertEqual({at + datetime.timedelta(seconds=30)}, {
+            r.lease_expires_at.replace(tzinfo=None) for r in rows.values()})
+        with mock.patch.object(timeutils, 'utcnow', return_value=at):
+            one.claim()
+        self.assertEqual([1], asked)
+
     def test_a_row_named_for_this_engine_without_a_lease_is_not_held(self):
         _policy('p1')
         _policy('p2')
@@ -828,6 +855,45 @@ class TargetResolutionTestCase(base.HeatHealthTestCase):
         found = self.registry.resolve_now(policy)
         self.assertIn((self.stack.id, 'web'), found.busy)
         self.assertTrue([s for s in statements if 'FROM resource' in s])
+
+    def test_a_quiet_tree_is_checked_by_one_row_now_and_then(self):
+        policy = _policy('p1', self.stack.id, ['web', 'workers'])
+        now = [1000.0]
+        self.registry._resolver._clock = lambda: now[0]
+        self.registry.refresh_targets(policy)
+        first = self.registry.resolve_now(policy)
+        statements = []
+
+        def executed(conn, cursor, statement, *args):
+            statements.append(statement)
+        engine = heat_db.context_manager.writer.get_engine()
+        sa.event.listen(engine, 'before_cursor_execute', executed)
+        self.addCleanup(sa.event.remove, engine, 'before_cursor_execute',
+                        executed)
+
+        def read_rows():
+            return [s for s in statements if 'FROM resource' in s and
+                    'GROUP BY' not in s]
+        # Its safety net ran: one summing row says nothing changed, and
+        # the Resolution made before is kept.
+        now[0] += targets.TREE_SECONDS
+        self.assertIs(first, self.registry.resolve_now(policy))
+        self.assertEqual(1, len([s for s in statements if 'GROUP BY' in s]))
+        self.assertEqual([], read_rows())
+        now[0] += 1
+        self.registry.resolve_now(policy)
+        self.assertEqual(1, len([s for s in statements if 'GROUP BY' in s]))
+        # A resource written while no stack row said so: read again at
+        # the next check.
+        heat_db.resource_update_and_save(
+            self.ctx, self._stacks[1]['0'].id, {'physical_resource_id':
+                                                'another-server'})
+        self.assertIs(first, self.registry.resolve_now(policy))
+        now[0] += targets.TREE_SECONDS
+        found = self.registry.resolve_now(policy)
+        self.assertTrue(read_rows())
+        self.assertEqual('another-server', found.places[
+            (self._stacks[1].id, '0')]['server_id'])
 
     def test_many_policies_in_one_batch(self):
         policies = [_policy('p%d' % n, self.stack.id, ['workers'])

@@ -17,14 +17,14 @@ lock.
 
 A failure is held, and decided as soon as that ends, while the target is
 within its grace or a stack action works on its resource; no state changes
-while the policy is disabled or its stack suspended. Observations that
-change nothing are written in bulk by ``flush`` and only when they differ
-from what is stored, or the stored one is old, so tens of thousands of
-healthy servers cost almost nothing.
+while the policy is disabled or its stack suspended. Observations are
+written in bulk by ``flush`` and only when they differ from what is
+stored, so tens of thousands of healthy servers cost no write; when each
+policy's targets were last all seen as stored goes with its owner's
+leases (``observed_through``).
 """
 
 import collections
-import datetime
 import random
 import threading
 
@@ -42,10 +42,6 @@ LOG = logging.getLogger(__name__)
 # A Nova task is never taken for stuck sooner: reboots and rebuilds take
 # this long on a busy host.
 STUCK_MIN_SECONDS = 30
-
-# A stored observation that still says the same is rewritten after this
-# long, so the report shows that detectors are alive.
-OBSERVATION_REFRESH = datetime.timedelta(minutes=10)
 
 
 def _taken_back(old, new):
@@ -402,13 +398,31 @@ class Tracker(state_writes.StateWrites):
 
     def _note(self, target, observation):
         stored = target.stored
+        target.seen = observation.observed_at
         if (stored is None or stored.verdict != observation.verdict or
                 stored.reason != observation.reason or
-                stored.source != observation.source or
-                observation.observed_at - stored.observed_at >=
-                OBSERVATION_REFRESH):
+                stored.source != observation.source):
             target.stored = observation
             self._dirty[target.id] = observation
+
+    def observed_through(self):
+        """{policy id: the time by which every target was seen as stored}.
+
+        A target's observation is stored only when it changes; the report
+        tells that detectors are alive by this, written with the leases:
+        one value per policy, none per target. A policy with a target not
+        seen since this engine loaded it, or an observation not stored
+        yet, has none.
+        """
+        with self._lock:
+            dirty = self._dirty
+            result = {}
+            for policy_id, targets in self._by_policy.items():
+                seen = [t.seen for t in targets]
+                if (seen and None not in seen and
+                        not any(t.id in dirty for t in targets)):
+                    result[policy_id] = min(seen)
+            return result
 
     def _decide(self, target, now):
         """A _Change to store, or None; under the lock, no I/O."""

@@ -69,7 +69,7 @@ class WatchedTarget(object):
                  'path', 'state', 'reason', 'since', 'grace_until',
                  'verdicts', 'stored', 'recovery', 'attempts',
                  'first_attempt_at', 'next_attempt_at', 'streak',
-                 'verdicts_after', 'changes')
+                 'verdicts_after', 'changes', 'seen')
 
     def __init__(self, row, policy):
         self.id = row.id
@@ -85,6 +85,8 @@ class WatchedTarget(object):
         self.take_stored(row)
         # Resume from the database: the last stored verdict still stands.
         self.stored = None
+        # When a detector last said what is stored (this engine's own).
+        self.seen = None
         if row.observation and row.observed_at:
             self.stored = obs.Observation(
                 row.server_id, row.observation, row.observation_reason,

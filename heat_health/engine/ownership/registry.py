@@ -105,6 +105,9 @@ class Registry(object):
         # Called between the policies of a refresh (the monitor's
         # heartbeat: a takeover's refresh is long).
         self.on_progress = None
+        # Asked when leases are renewed: {policy id: the time every target
+        # was last seen as stored} (the monitor's tracker).
+        self.observed = None
 
     @staticmethod
     def _context():
@@ -126,7 +129,8 @@ class Registry(object):
             policies = self._held.claim(
                 self.engine_id, self.lease_seconds,
                 ring=kwargs.get('members'),
-                take_limit=cfg.CONF.heat_health.takeover_batch, **kwargs)
+                take_limit=cfg.CONF.heat_health.takeover_batch,
+                observed=self.observed, **kwargs)
         else:
             policies = policy_object.Policy.claim(
                 self.engine_id, self.lease_seconds, policy_id=policy_id,

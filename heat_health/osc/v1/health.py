@@ -89,7 +89,8 @@ def _server_line(target, now=None):
     seen = target.get('last_observation')
     if seen:
         line += '; last seen %s by %s at %s' % (
-            seen.get('verdict'), seen.get('source'), seen.get('time'))
+            seen.get('verdict'), seen.get('source'),
+            seen.get('still_seen_at') or seen.get('time'))
     return line
 
 
