@@ -140,16 +140,22 @@ class TestStatusPoller(base.HeatHealthTestCase):
             self.assertLessEqual(len(self.nova.calls), 2)
 
     def test_api_errors_make_every_watched_server_unknown(self):
+        self.assertIsNone(self.poller.polled_at)
         self._poll()
+        self.assertEqual(T0, self.poller.polled_at)
         self.nova.error = 'ServiceUnavailable: 503'
         seen = self._poll()
         self.assertEqual(self.watched, set(seen))
         self.assertEqual({obs.UNKNOWN}, {v for v, _r in seen.values()})
         self.assertIn('503', seen['a'][1])
+        # A failed poll confirms nothing of what was reported before.
+        self.assertEqual(T0, self.poller.polled_at)
         # The next successful poll covers the time of the failed one.
         self.nova.error = None
         self.nova.changed = {'a': _server('ACTIVE')}
+        at = self.now
         seen = self._poll()
+        self.assertEqual(at, self.poller.polled_at)
         self.assertEqual(('changed', T0 - nova_status.OVERLAP),
                          self.nova.calls[0])
         # After UNKNOWN, what is known again is passed on again.

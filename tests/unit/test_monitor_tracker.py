@@ -539,29 +539,44 @@ class TestTracker(TrackerCase):
         self.tracker.flush()
         self.assertEqual([1], calls)
         self.assertEqual(first, self._rows()[('pa', 's1')].observed_at)
-        self.assertEqual({'pa': self.now}, self.tracker.observed_through())
+        self.assertEqual({'pa': self.now},
+                         self.tracker.observed_through(self.now))
         # Said otherwise: written.
         self._observe('s1', obs.HEALTHY, reason='Nova status ACTIVE')
         self.tracker.flush()
         self.assertEqual([1, 1], calls)
 
-    def test_targets_seen_as_stored_by_policy(self):
-        self._add_policy('pa', ['s1', 's2'])
-        self._add_policy('pb', ['s3'])
+    def test_when_the_detectors_last_confirmed_what_is_stored(self):
+        self._add_policy('pa', ['s1', 's2'], modes=(POLL, URL))
+        self._add_policy('pb', ['s3'], modes=(POLL,))
+        self._add_policy('pc', ['s4'], modes=(EVENTS,))
         self._load()
-        self._observe('s1', obs.HEALTHY)
-        self._observe('s3', obs.HEALTHY)
-        # pa's s2 was not seen yet, pb's observation is not stored yet.
-        self.assertEqual({}, self.tracker.observed_through())
+        polled = self.now
+        for server in ('s1', 's3', 's4'):
+            self._observe(server, obs.HEALTHY, source=(
+                EVENTS if server == 's4' else POLL))
+        # Nothing is known of s2 yet, and what was seen is not stored.
+        self.assertEqual({}, self.tracker.observed_through(polled))
         self.tracker.flush()
-        self.assertEqual({'pb': self.now}, self.tracker.observed_through())
-        first = self.now
-        self.now += datetime.timedelta(seconds=30)
+        # Nova's poll reports only news: its last good poll confirms pb.
+        # Notifications are only news: they confirm nothing.
+        self.assertEqual({'pb': polled},
+                         self.tracker.observed_through(polled))
+        self.assertEqual({}, self.tracker.observed_through(None))
+        self.now += datetime.timedelta(seconds=10)
         self._observe('s2', obs.HEALTHY)
+        self._observe('s1', obs.HEALTHY, source=URL, policy_id='pa')
+        self.now += datetime.timedelta(seconds=10)
+        self._observe('s2', obs.HEALTHY, source=URL, policy_id='pa')
         self.tracker.flush()
-        # The oldest sighting of a policy's targets is its own.
-        self.assertEqual({'pa': first, 'pb': first},
-                         self.tracker.observed_through())
+        # A poll URL confirms each target at each check: pa is as old as
+        # its oldest check, or its last poll if that is older.
+        later = self.now + datetime.timedelta(seconds=5)
+        self.assertEqual(
+            {'pa': later - datetime.timedelta(seconds=15), 'pb': later},
+            self.tracker.observed_through(later))
+        self.assertEqual({'pa': polled, 'pb': polled},
+                         self.tracker.observed_through(polled))
 
     def test_observe_from_many_threads(self):
         servers = ['s%d' % i for i in range(50)]

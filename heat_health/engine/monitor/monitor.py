@@ -267,8 +267,10 @@ class Monitor(object):
         self.registry = registry
         self.tracker = tracker_mod.Tracker(
             engine_id, host, fresh_resolution=self._fresh_resolution)
-        # The leases carry when the targets were last seen as stored.
-        registry.observed = self.tracker.observed_through
+        # The leases carry when the detectors last confirmed what is
+        # stored.
+        registry.observed = lambda: self.tracker.observed_through(
+            self.poller.polled_at)
         self.router = routing.Router(
             engine_id, self.tracker, forwarder,
             live=lambda: getattr(registry.partition, 'members', None))

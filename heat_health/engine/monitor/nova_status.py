@@ -143,6 +143,9 @@ class StatusPoller(object):
         # Why the last poll failed, None after one that succeeded: no
         # recovery acts on what a blind observer last saw.
         self.failure = None
+        # When the last poll that succeeded began: only news is reported,
+        # so it confirms what was last reported of every server watched.
+        self.polled_at = None
         # Servers to look up by id at the next poll, changed or not.
         self._rechecks = set()
 
@@ -161,6 +164,7 @@ class StatusPoller(object):
                 self._since = now
                 self._cycles = 0
                 self.failure = None
+                self.polled_at = now
                 return count
             changed = dict(again, **self._adapter.list_changed(
                 self._since - OVERLAP))
@@ -179,6 +183,7 @@ class StatusPoller(object):
             count += self._stuck(watched, now)
             count += self._down_past_grace(watched, now)
             self.failure = None
+            self.polled_at = now
             return count
         except nova_adapter.NovaUnavailable as e:
             self.failure = 'Nova API unavailable: %s' % e

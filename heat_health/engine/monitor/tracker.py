@@ -44,6 +44,15 @@ LOG = logging.getLogger(__name__)
 STUCK_MIN_SECONDS = 30
 
 
+# Modes whose every check gives each target a verdict, news or not.
+CHECKED_EACH = frozenset([obs.NODE_STATUS_POLL_URL, obs.LB_STATUS_POLLING])
+
+
+def _verdict_time(target, mode):
+    found = target.verdicts.get(mode)
+    return found and found.observed_at
+
+
 def _taken_back(old, new):
     """This engine took the policy again after its own lease ran out.
 
@@ -405,23 +414,35 @@ class Tracker(state_writes.StateWrites):
             target.stored = observation
             self._dirty[target.id] = observation
 
-    def observed_through(self):
-        """{policy id: the time by which every target was seen as stored}.
+    def observed_through(self, polled_at=None):
+        """{policy id: when its detectors last confirmed what is stored}.
 
         A target's observation is stored only when it changes; the report
         tells that detectors are alive by this, written with the leases:
-        one value per policy, none per target. A policy with a target not
-        seen since this engine loaded it, or an observation not stored
-        yet, has none.
+        one value per policy, none per target. Nova's status poll reports
+        only news, so its last poll that succeeded (``polled_at``)
+        confirms every server it watches; a poll URL and a pool confirm
+        each target at each check. The policy's value is the oldest of
+        its modes'. Notifications are only news: a policy watching by
+        them alone has none, nor has one with a target not seen since
+        this engine loaded it, or an observation not stored yet.
         """
         with self._lock:
             dirty = self._dirty
             result = {}
             for policy_id, targets in self._by_policy.items():
-                seen = [t.seen for t in targets]
-                if (seen and None not in seen and
-                        not any(t.id in dirty for t in targets)):
-                    result[policy_id] = min(seen)
+                if not targets or any(t.seen is None or t.id in dirty
+                                      for t in targets):
+                    continue
+                times = []
+                for mode in targets[0].policy.modes:
+                    if mode == obs.NODE_STATUS_POLLING:
+                        times.append(polled_at)
+                    elif mode in CHECKED_EACH:
+                        times.extend(_verdict_time(t, mode)
+                                     for t in targets)
+                if times and None not in times:
+                    result[policy_id] = min(times)
             return result
 
     def _decide(self, target, now):
