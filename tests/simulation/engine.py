@@ -140,6 +140,8 @@ class Engine(object):
             drainer=self.drainer, conf=conf, clock=world.clock.now,
             executor=self.executor, **place)
         self._policies = {}      # id -> Policy
+        self._next_claim = 0     # clock time of the next claim
+        self._claimed_group = None
         self._generations = {}   # id -> generation
         self._targets = {}       # policy id -> [Target]
         self._resolutions = {}   # policy id -> Resolution
@@ -268,10 +270,19 @@ class Engine(object):
             claim = self._held.claim
             ring = {'ring': (world.members,
                              tuple(sorted(world.ring.items())))}
-        policies = claim(
-            self.id, world.lease_seconds,
-            ring_owner=world.ring_owner(self.id), members=world.members,
-            take_limit=world.take_limit, **ring)
+        # As the monitor: a claim every CLAIM_SECONDS (where the acting
+        # core has it), and at once when the group changed.
+        group = (world.members, tuple(sorted(world.ring.items())))
+        if now >= self._next_claim or group != self._claimed_group:
+            self._next_claim = now + getattr(monitor_mod, 'CLAIM_SECONDS',
+                                             0)
+            self._claimed_group = group
+            policies = claim(
+                self.id, world.lease_seconds,
+                ring_owner=world.ring_owner(self.id), members=world.members,
+                take_limit=world.take_limit, **ring)
+        else:
+            policies = list(self._policies.values())
         self._generations = {p.id: p.generation for p in policies}
         self._policies = {p.id: p for p in policies}
         for cache in (self._targets, self._next_poll, self._next_url,

@@ -58,6 +58,12 @@ class FakeRegistry(object):
 
     partition = None
     lease_seconds = 30
+    registrations = 0
+
+    @property
+    def resolutions_changed(self):
+        # What the resolutions below are made of.
+        return frozenset(self.busy)
 
     def __init__(self, policies, servers):
         self.policies = policies
@@ -243,6 +249,39 @@ class TestMonitor(base.HeatHealthTestCase):
             listings.extend(self.time for c in self.nova.calls
                             if c != 'all' and c[0] == 'changed')
         self.assertEqual([1030.0, 1060.0], listings)
+
+    def test_policies_are_claimed_every_few_seconds_or_when_called_for(self):
+        claims, resolved = [], []
+        claim, resolution = self.registry.claim, self.registry.resolution
+        self.registry.claim = lambda: claims.append(self.time) or claim()
+        self.registry.resolution = lambda p: (resolved.append(p.id) or
+                                              resolution(p))
+        self.registry.partition = types.SimpleNamespace(
+            members=frozenset(['engine-1']), enabled=False)
+        for _second in range(7):
+            self.monitor.tick()
+            self.time += 1
+        self.assertEqual([1000.0, 1000.0 + monitor.CLAIM_SECONDS,
+                          1000.0 + 2 * monitor.CLAIM_SECONDS], claims)
+        # A tick that claimed nothing and read nothing goes over no
+        # policy to tell whether the tracker is to be loaded.
+        del resolved[:]
+        self.time += 0.5
+        self.monitor.tick()
+        self.assertEqual([], resolved)
+        # The group changed: policies may move, claimed at once; so are
+        # they when one was just registered here.
+        self.registry.partition.members = frozenset(['engine-1', 'e-2'])
+        self.monitor.tick()
+        self.registry.registrations += 1
+        self.time += 0.5
+        self.monitor.tick()
+        self.assertEqual([1007.5, 1008.0], claims[3:])
+        # Its policies are compared again when something changed.
+        self.registry.busy.add(('pa', 's1'))
+        self.time += 0.5
+        self.monitor.tick()
+        self.assertEqual(['pa', 'pb'], sorted(resolved))
 
     def test_new_targets_have_no_data_until_nova_answers(self):
         self.nova.error = 'computeFault: 500'

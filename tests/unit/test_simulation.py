@@ -175,7 +175,7 @@ def test_the_checker_sees_an_action_before_the_drain(monkeypatch):
         except lb_drain.NotYet:
             return {}
     monkeypatch.setattr(lb_drain.Drainer, 'drain', impatient)
-    result = explore.explore(69, 100)
+    result = explore.explore(70, 100)
     assert result.violation is not None and (
         'its drain is neither done nor given up' in result.violation), \
         result.report()

@@ -52,6 +52,16 @@ REFRESH_SECONDS = 5.0
 # takeover read together are not all read again in the same tick.
 ROWS_SECONDS = 300.0
 
+# Seconds between two claims of this engine's policies, and two looks at
+# the deployment-wide index of who watches which server, while nothing
+# calls for one sooner (the group's members changed, a policy was just
+# registered here). Each costs little, but every tick of every engine
+# paying it is the largest fixed cost of a quiet engine; a lease is
+# renewed a third of the way through anyway, a dead engine's policies are
+# taken when the group drops it, and a policy switched off is read again
+# before every action.
+CLAIM_SECONDS = 3.0
+
 # Seconds a pool's admin state is taken as last read.
 POOL_STATE_SECONDS = 60.0
 
@@ -305,7 +315,13 @@ class Monitor(object):
         self._tick = conf.heat_health.monitor_tick
         self._clock = clock
         self._policies = {}      # id -> Policy
+        self._next_claim = 0     # clock time of the next claim
+        # (group members, registrations) as of the last claim
+        self._claimed_at = None
+        # What the tracker's last load was compared from (``_load_mark``).
+        self._loaded_mark = None
         self._targets = {}       # policy id -> [Target]
+        self._targets_read = 0   # reads that brought target rows
         self._refresh = RefreshSchedule()
         self._next_poll = {}     # policy id -> clock time
         self._next_url_check = {}  # policy id -> clock time
@@ -372,13 +388,7 @@ class Monitor(object):
                 self._next_probe = now + max(
                     1.0, self.registry.lease_seconds / 3.0)
                 self.registry.free_dead_owners()
-            policies = {p.id: p for p in self.registry.claim()}
-            for gone in set(self._policies) - set(policies):
-                for cache in (self._targets, self._next_poll,
-                              self._next_url_check, self._next_lb_poll):
-                    cache.pop(gone, None)
-            self.lb_poller.forget(set(self._policies) - set(policies))
-            self._policies = policies
+            claimed = self._claim_if_due(now)
         with self._step('resolve'):
             self._resolve_due(now)
         with self._step('load'):
@@ -386,7 +396,7 @@ class Monitor(object):
             self._keep_alive()
             self._observe_polled()
         with self._step('index'):
-            if self.router.refresh() or self._listener is None:
+            if claimed and self.router.refresh() or self._listener is None:
                 self._send_watched()
             self._start_listener()
         with self._step('poll'):
@@ -400,6 +410,34 @@ class Monitor(object):
         with self._step('settle'):
             self.tracker.settle()
             self.tracker.flush()
+
+    def _claim_due(self, now):
+        """Whether this tick claims: ``CLAIM_SECONDS`` passed, or sooner.
+
+        Sooner when the group's members changed (policies move) or a
+        policy was registered here since the last claim.
+        """
+        partition = self.registry.partition
+        members = getattr(partition, 'members', None)
+        return (now >= self._next_claim or
+                (members, self.registry.registrations) != self._claimed_at)
+
+    def _claim_if_due(self, now):
+        """Claim the policies when due; True if it did."""
+        if not self._claim_due(now):
+            return False
+        partition = self.registry.partition
+        self._claimed_at = (getattr(partition, 'members', None),
+                            self.registry.registrations)
+        self._next_claim = now + CLAIM_SECONDS
+        policies = {p.id: p for p in self.registry.claim()}
+        for gone in set(self._policies) - set(policies):
+            for cache in (self._targets, self._next_poll,
+                          self._next_url_check, self._next_lb_poll):
+                cache.pop(gone, None)
+        self.lb_poller.forget(set(self._policies) - set(policies))
+        self._policies = policies
+        return True
 
     def _step(self, name):
         """A step of the tick, its CPU counted when poll costs are logged."""
@@ -418,13 +456,30 @@ class Monitor(object):
             found = self.registry.refresh_all(due, read=read - aged)
             found.update(read_unless_held(self.tracker, aged - set(found)))
             self._targets.update(found)
+            self._targets_read += bool(found)
             self._refresh.rows_read(
                 [p for p in due if p.id in found or p.id in aged], now,
                 generation)
             self._heartbeat()
         self._refresh.read(due, now, self.registry.generation)
 
+    def _load_mark(self):
+        """What a load depends on, told without going over the policies.
+
+        The policies claimed (a new dict at each claim), the target rows
+        read (a new list per policy read), the registry's Resolutions and
+        this engine's own writes: while these stay, the last comparison
+        stands and the tick goes over no policy.
+        """
+        return (self._policies, self._targets_read,
+                self.registry.resolutions_changed, self.tracker.writes)
+
     def _load_if_changed(self):
+        mark = self._load_mark()
+        if mark == self._loaded_mark:
+            self.router.replay()
+            return
+        self._loaded_mark = mark
         resolutions = {pid: self.registry.resolution(p)
                        for pid, p in self._policies.items()}
         changed, unchanged, parts = self._signatures.compare(

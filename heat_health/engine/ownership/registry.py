@@ -105,9 +105,13 @@ class Registry(object):
         # Called between the policies of a refresh (the monitor's
         # heartbeat: a takeover's refresh is long).
         self.on_progress = None
-        # Asked when leases are renewed: {policy id: the time every target
-        # was last seen as stored} (the monitor's tracker).
+        # Asked when leases are renewed: {policy id: when its detectors
+        # last confirmed what is stored} (the monitor's tracker).
         self.observed = None
+        # Grow when a policy is registered here, and when a Resolution
+        # kept changes: the monitor claims, and compares, only then.
+        self.registrations = 0
+        self.resolutions_changed = 0
 
     @staticmethod
     def _context():
@@ -135,6 +139,7 @@ class Registry(object):
             policies = policy_object.Policy.claim(
                 self.engine_id, self.lease_seconds, policy_id=policy_id,
                 **kwargs)
+            self.registrations += 1
         owned = {p.id: p.generation for p in policies}
         if policy_id is None:
             for gone in set(self._owned) - set(owned):
@@ -244,6 +249,8 @@ class Registry(object):
                 self.failed(policy, 'its targets could not be stored',
                             error)
                 continue
+            if self._resolutions.get(policy.id) is not resolution:
+                self.resolutions_changed += 1
             self._resolutions[policy.id] = resolution
             reasons = [refused[place] for place in sorted(refused)] + [
                 'resource %s is not watched: %s' % (path[:255], why)
