@@ -395,6 +395,21 @@ class TestRefreshSchedule(base.HeatHealthTestCase):
         self.assertEqual(['pa'], [p.id for p in schedule.due(
             policies, 102.0, held.get)])
 
+    def test_policies_read_apart_come_to_be_read_together(self):
+        schedule = monitor.RefreshSchedule()
+        held = {'pa': 1, 'pb': 1, 'pc': 1}
+        pa, pb, pc = _policy('pa'), _policy('pb'), _policy('pc', interval=60)
+        schedule.read([pa], 100.0, held.get)
+        schedule.read([pb], 102.0, held.get)   # taken two seconds later
+        schedule.read([pc], 104.0, held.get)
+        self.assertEqual([], schedule.due([pa, pb, pc], 104.5, held.get))
+        # pa is due: pb, due within half a period, comes along; pc not.
+        due = schedule.due([pa, pb, pc], 105.0, held.get)
+        self.assertEqual(['pa', 'pb'], [p.id for p in due])
+        schedule.read(due, 105.0, held.get)
+        self.assertEqual(['pa', 'pb', 'pc'], [p.id for p in schedule.due(
+            [pa, pb, pc], 110.0, held.get)])
+
     def test_rows_are_read_again_only_when_something_says_they_changed(self):
         schedule = monitor.RefreshSchedule()
         held = {'pa': 1, 'pb': 1}
