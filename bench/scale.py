@@ -493,7 +493,8 @@ COSTS = re.compile(
     r'targets\); RSS (?P<rss>[\d.]+) MB; poll '
     r'URL checks (?P<url_started>\d+) started, (?P<url_skipped>\d+) skipped '
     r'\(previous still running\), late p99 (?P<url_late_p99>[\d.]+) s, max '
-    r'(?P<url_late_max>[\d.]+) s(?:; monitor CPU s by step: '
+    r'(?P<url_late_max>[\d.]+) s(?:; full garbage collections '
+    r'(?P<gc_full>\d+), (?P<gc_seconds>[\d.]+) s)?(?:; monitor CPU s by step: '
     r'(?P<steps>[^\n]*))?')
 
 
@@ -518,7 +519,8 @@ class Engine(failover.OwnEngine):
             f.seek(start)
             text = f.read(max(end - start, 0)).decode(errors='replace')
         return [dict({k: float(v) for k, v in m.groupdict().items()
-                      if k != 'steps'}, steps=_steps(m.group('steps')))
+                      if k != 'steps' and v is not None},
+                     steps=_steps(m.group('steps')))
                 for m in COSTS.finditer(text)]
 
     @property
@@ -647,6 +649,9 @@ def summarize_engine(engine, quiet, load, usage, seconds):
     rows['rss'] = max([c['rss'] for c in q + busy] or [0])
     rows['watched'] = max([c['watched'] for c in q + busy] or [0])
     rows['cycles'] = len(busy)
+    rows['gc_full'] = sum(c.get('gc_full', 0) for c in q + busy)
+    rows['gc_seconds'] = max([c.get('gc_seconds', 0) for c in q + busy] or
+                             [0])
     steps = {}
     for cost in busy:
         for name, seconds in cost['steps'].items():
@@ -762,9 +767,10 @@ def run_size(args, admin, nova, size, made, workdir, curve):
     for e in started_engines:
         r = summary[e.engine_id]
         print('  %s: whole engine with its workers %.2f CPU s per cycle; '
-              '%d URL checks skipped (previous one still running)' % (
+              '%d URL checks skipped (previous one still running); %d full '
+              'garbage collections, at most %.3f s in a cycle' % (
                   e.engine_id[:34], r['group_cpu_per_cycle'],
-                  r['url_skipped']))
+                  r['url_skipped'], r['gc_full'], r['gc_seconds']))
         if r['steps']:
             print('    monitor CPU s per cycle by step (mean under load): '
                   '%s' % ', '.join('%s %.3f' % (name, seconds) for

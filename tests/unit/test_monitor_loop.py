@@ -2,6 +2,7 @@
 
 import collections
 import datetime
+import gc
 import random
 import threading
 import types
@@ -200,6 +201,18 @@ class TestMonitor(base.HeatHealthTestCase):
         self.assertLessEqual({'claim', 'resolve', 'load', 'index', 'poll',
                               'urls', 'pools', 'settle'}, set(steps))
         self.assertTrue(all(float(v) >= 0 for v in steps.values()))
+        # A full garbage collection in a cycle is told with its seconds.
+        told = len(lines)
+        gc.collect()
+        self.time += 30
+        costed.tick()
+        collected = [line.split('full garbage collections ')[1].split(';')[0]
+                     for line in log.output.splitlines()
+                     if 'Poll costs' in line][told:]
+        self.assertEqual(1, len(collected))
+        full, seconds = collected[0].split(', ')
+        self.assertGreaterEqual(int(full), 1)
+        self.assertGreater(float(seconds.rstrip(' s')), 0)
 
     def test_a_long_step_keeps_heartbeats_and_leases_going(self):
         """Each answer of Nova within a tick says the tick progresses."""

@@ -161,6 +161,15 @@ class TestStatusPoller(base.HeatHealthTestCase):
         # After UNKNOWN, what is known again is passed on again.
         self.assertEqual({'a': (obs.HEALTHY, 'Nova status ACTIVE')}, seen)
 
+    def test_a_server_listed_again_unchanged_is_kept_as_it_was(self):
+        self._poll()
+        first = self.poller.listed['a']
+        self.nova.servers['a'] = _server('ACTIVE')   # a new, equal object
+        self.nova.servers['b'] = _server('SHUTOFF')
+        self.poller.lookup(['a', 'b'])
+        self.assertIs(first, self.poller.listed['a'])
+        self.assertEqual('SHUTOFF', self.poller.listed['b'].status)
+
     def test_nothing_watched_asks_nothing(self):
         self.watched = set()
         self._poll()

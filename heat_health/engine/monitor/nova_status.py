@@ -225,7 +225,7 @@ class StatusPoller(object):
         count = 0
         for server_id in server_ids.intersection(servers):
             server = servers[server_id]
-            self.listed[server_id] = server
+            self._list(server_id, server)
             found = self._on_host(server_id, server)
             if found is not None:
                 self._reported[server_id] = _seen_on_host(found)
@@ -248,6 +248,16 @@ class StatusPoller(object):
                                               source, now))
             count += 1
         return count
+
+    def _list(self, server_id, server):
+        """Keep what Nova listed of the server, when it changed.
+
+        A full listing makes a new object of every server: kept, a tenth
+        of the fleet's would outlive a garbage collection every few polls
+        and set off a full one over the whole heap.
+        """
+        if self.listed.get(server_id) != server:
+            self.listed[server_id] = server
 
     def recheck(self, server_ids):
         """Report these servers at the next poll, even unchanged.
@@ -274,7 +284,7 @@ class StatusPoller(object):
         reported = self._reported
         for server_id in watched.intersection(servers):
             server = servers[server_id]
-            self.listed[server_id] = server
+            self._list(server_id, server)
             found = self._on_host(server_id, server)
             if found is not None:
                 seen = _seen_on_host(found)

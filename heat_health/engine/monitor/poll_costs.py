@@ -5,13 +5,16 @@ what the whole engine spent since the previous cycle: Nova requests (and
 how many of them listed servers), CPU seconds of the monitor loop and of
 the process, database statements and rows written (every thread: the
 listener, the recovery loop and RPC calls write too), resident memory, and
-the poll URL checks started with their lateness, and the monitor loop's
-CPU seconds per step. The capacity model in the docs is made of these
-figures; an operator reads the same lines to size a deployment.
+the poll URL checks started with their lateness, the full garbage
+collections and their seconds (the whole heap: a large engine's longest
+pause), and the monitor loop's CPU seconds per step. The capacity model
+in the docs is made of these figures; an operator reads the same lines
+to size a deployment.
 """
 
 import collections
 import contextlib
+import gc
 import resource
 import threading
 import time
@@ -67,6 +70,45 @@ class StatementCounter(object):
 COUNTER = StatementCounter()
 
 
+class FullCollections(object):
+    """Full garbage collections and their seconds, process-wide.
+
+    A full collection goes over every object of the heap, in whichever
+    thread set it off: with a fleet's index in memory it is the longest
+    pause of the engine, counted in the step it fell in.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.count = 0
+        self.seconds = 0.0
+        self._started = None
+        self._installed = False
+
+    def install(self):
+        with self._lock:
+            if self._installed:
+                return
+            self._installed = True
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase, info):
+        if info.get('generation') != 2:
+            return
+        if phase == 'start':
+            self._started = time.perf_counter()
+        elif self._started is not None:
+            self.seconds += time.perf_counter() - self._started
+            self.count += 1
+            self._started = None
+
+    def read(self):
+        return self.count, self.seconds
+
+
+COLLECTIONS = FullCollections()
+
+
 def rss_mb():
     """Peak resident memory of this process, in MB (Linux: KB units)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
@@ -89,11 +131,14 @@ class PollCosts(object):
     :param url_checker: the PollUrlChecker, or None.
     """
 
-    def __init__(self, adapter, url_checker=None, counter=COUNTER):
+    def __init__(self, adapter, url_checker=None, counter=COUNTER,
+                 full_collections=COLLECTIONS):
         self._adapter = adapter
         self._url_checker = url_checker
         self._counter = counter
         counter.install()
+        self._collections = full_collections
+        full_collections.install()
         self._last = None
         self._steps = collections.Counter()   # step -> CPU s this cycle
 
@@ -108,7 +153,9 @@ class PollCosts(object):
 
     def _now(self):
         statements, rows, target_rows = self._counter.read()
-        return {'time': time.monotonic(),
+        full, full_seconds = self._collections.read()
+        return {'time': time.monotonic(), 'gc_full': full,
+                'gc_seconds': full_seconds,
                 'monitor_cpu': time.thread_time(),
                 'cpu': time.process_time(),
                 'requests': self._adapter.requests,
@@ -143,5 +190,6 @@ class PollCosts(object):
                  'poll URL checks %(url_started)d started, '
                  '%(url_skipped)d skipped (previous still running), '
                  'late p99 %(url_late_p99).2f s, max %(url_late_max).2f s; '
+                 'full garbage collections %(gc_full)d, %(gc_seconds).3f s; '
                  'monitor CPU s by step: %(steps)s', spent)
         return spent
