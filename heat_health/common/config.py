@@ -189,7 +189,7 @@ monitor_opts = [
                       'end graces. Policy intervals are checked at this '
                       'granularity.'),
     cfg.IntOpt('takeover_batch',
-               default=200, min=1,
+               default=300, min=1,
                help='Most policies one heat-health-engine takes over in one '
                     'pass of the monitor loop (those nobody watches first, '
                     'then those the hash ring moves to it from a live '
@@ -197,7 +197,11 @@ monitor_opts = [
                     'the next passes. Each server taken over is looked up '
                     'in Nova and its state stored: in batches, every pass '
                     'stays short and the engine keeps its place in the '
-                    'coordination group.'),
+                    'coordination group. Set it to at least 1.5 times the '
+                    'policies of one engine divided by the engines left '
+                    'after one fails: a dead engine\'s policies are then '
+                    'taken in one pass, however unevenly the ring shares '
+                    'them.'),
     cfg.BoolOpt('log_poll_costs',
                 default=False,
                 help='Log one line per status poll cycle with what the '

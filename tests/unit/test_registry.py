@@ -748,6 +748,18 @@ class TargetResolutionTestCase(base.HeatHealthTestCase):
         parent[name].resource_id_set(nested.id)
         return nested
 
+    def _heat_statements(self):
+        """The statements run on Heat's database from now on."""
+        statements = []
+
+        def executed(conn, cursor, statement, *args):
+            statements.append(statement)
+        engine = heat_db.context_manager.writer.get_engine()
+        sa.event.listen(engine, 'before_cursor_execute', executed)
+        self.addCleanup(sa.event.remove, engine, 'before_cursor_execute',
+                        executed)
+        return statements
+
     def test_servers_at_any_depth(self):
         policy = _policy('p1', self.stack.id, ['web', 'workers', 'cells'])
         found = self.registry.refresh_targets(policy)
@@ -830,14 +842,7 @@ class TargetResolutionTestCase(base.HeatHealthTestCase):
     def test_resources_are_read_again_only_when_a_stack_changed(self):
         policy = _policy('p1', self.stack.id, ['web', 'workers'])
         self.registry.refresh_targets(policy)
-        statements = []
-
-        def executed(conn, cursor, statement, *args):
-            statements.append(statement)
-        engine = heat_db.context_manager.writer.get_engine()
-        sa.event.listen(engine, 'before_cursor_execute', executed)
-        self.addCleanup(sa.event.remove, engine, 'before_cursor_execute',
-                        executed)
+        statements = self._heat_statements()
         first = self.registry.resolve_now(policy)
         self.assertEqual([], [s for s in statements
                               if 'FROM resource' in s])
@@ -862,14 +867,7 @@ class TargetResolutionTestCase(base.HeatHealthTestCase):
         self.registry._resolver._clock = lambda: now[0]
         self.registry.refresh_targets(policy)
         first = self.registry.resolve_now(policy)
-        statements = []
-
-        def executed(conn, cursor, statement, *args):
-            statements.append(statement)
-        engine = heat_db.context_manager.writer.get_engine()
-        sa.event.listen(engine, 'before_cursor_execute', executed)
-        self.addCleanup(sa.event.remove, engine, 'before_cursor_execute',
-                        executed)
+        statements = self._heat_statements()
 
         def read_rows():
             return [s for s in statements if 'FROM resource' in s and

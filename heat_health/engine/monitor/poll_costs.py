@@ -29,22 +29,33 @@ _WRITES = ('INSERT', 'UPDATE', 'DELETE')
 TARGETS = 'heat_health_target'
 
 
-class StatementCounter(object):
-    """Statements run and rows written through SQLAlchemy, process-wide."""
+class _ProcessWide(object):
+    """A count hooked once into the process, read by every PollCosts."""
 
     def __init__(self):
         self._lock = threading.Lock()
-        self.statements = 0
-        self.rows_written = 0
-        self.target_rows_written = 0
         self._installed = False
 
     def install(self):
-        """Count from now on, every engine of the process (once)."""
+        """Count from now on (once per process)."""
         with self._lock:
             if self._installed:
                 return
             self._installed = True
+        self._hook()
+
+
+class StatementCounter(_ProcessWide):
+    """Statements run and rows written through SQLAlchemy, process-wide."""
+
+    def __init__(self):
+        super(StatementCounter, self).__init__()
+        self.statements = 0
+        self.rows_written = 0
+        self.target_rows_written = 0
+
+    def _hook(self):
+        # Every engine of the process.
         sa.event.listen(sa.engine.Engine, 'after_cursor_execute',
                         self._executed)
 
@@ -70,7 +81,7 @@ class StatementCounter(object):
 COUNTER = StatementCounter()
 
 
-class FullCollections(object):
+class FullCollections(_ProcessWide):
     """Full garbage collections and their seconds, process-wide.
 
     A full collection goes over every object of the heap, in whichever
@@ -79,17 +90,12 @@ class FullCollections(object):
     """
 
     def __init__(self):
-        self._lock = threading.Lock()
+        super(FullCollections, self).__init__()
         self.count = 0
         self.seconds = 0.0
         self._started = None
-        self._installed = False
 
-    def install(self):
-        with self._lock:
-            if self._installed:
-                return
-            self._installed = True
+    def _hook(self):
         gc.callbacks.append(self._callback)
 
     def _callback(self, phase, info):
