@@ -423,6 +423,21 @@ class TestRefreshSchedule(base.HeatHealthTestCase):
         self.assertEqual(['pa', 'pb', 'pc'], [p.id for p in schedule.due(
             [pa, pb, pc], 110.0, held.get)])
 
+    def test_a_policy_whose_servers_version_grew_is_resolved_at_once(self):
+        # Enabled again, say: its targets' grace must be seen in the tick
+        # the switch is, or the planner acts on what the grace holds.
+        schedule = monitor.RefreshSchedule()
+        held = {'pa': 1}
+        pa = _policy('pa', interval=60)
+        pa.targets_version = 0
+        schedule.read([pa], 100.0, held.get)
+        schedule.rows_read([pa], 100.0, held.get)
+        self.assertEqual([], schedule.due([pa], 101.0, held.get))
+        pa.targets_version = 1
+        self.assertEqual(['pa'], [p.id for p in schedule.due(
+            [pa], 101.0, held.get)])
+        self.assertEqual({'pa'}, schedule.rows_due([pa], 101.0, held.get))
+
     def test_rows_are_read_again_only_when_something_says_they_changed(self):
         schedule = monitor.RefreshSchedule()
         held = {'pa': 1, 'pb': 1}

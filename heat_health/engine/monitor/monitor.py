@@ -224,15 +224,26 @@ class RefreshSchedule(object):
             self._under.pop(gone, None)
             self._rows.pop(gone, None)
         due = [p for p in policies
-               if self._next.get(p.id, 0) <= now or
-               self._under.get(p.id) != generation(p.id)]
+               if self._next.get(p.id, 0) <= now or self._stale(p, generation)]
         if not due:
             return due
         soon = now + REFRESH_SECONDS / 2
         return [p for p in policies
                 if self._next.get(p.id, 0) <= min(
                     soon, now + p.parsed.interval / 2.0) or
-                self._under.get(p.id) != generation(p.id)]
+                self._stale(p, generation)]
+
+    def _stale(self, policy, generation):
+        """Held under a new generation, or its servers' version grew.
+
+        Either way the rows read are not what is stored: a policy enabled
+        again, say, gave its targets a grace that the planner must see in
+        the tick its switch is seen, not a resolution later.
+        """
+        known = self._rows.get(policy.id)
+        return (self._under.get(policy.id) != generation(policy.id) or
+                (known is not None and
+                 known[1] != getattr(policy, 'targets_version', None)))
 
     def read(self, policies, now, generation):
         """Record that these policies' targets were just resolved."""
