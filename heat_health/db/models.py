@@ -88,7 +88,7 @@ class Policy(BASE):
     # engines' index of who watches which server reads only what changed.
     targets_version = sa.Column(sa.Integer, nullable=False, default=0,
                                 server_default='0')
-    # Every target's latest stored observation was seen again by then:
+    # When its detectors last confirmed every target's stored observation:
     # written by the owner with its leases, not per target.
     observed_through = sa.Column(sa.DateTime)
 

@@ -88,9 +88,9 @@ def policy_claim(engine_id, lease_seconds, policy_id=None,
         under the same ring: while this engine's rows give it still, none
         of their leases is due and there is nothing to take, none of its
         rows is read (the keys known and this very digest are returned).
-    :param observed: called when leases are renewed: {policy id: the time
-        by which every target's stored observation was seen again}, stored
-        with the leases (``observed_through``).
+    :param observed: called when leases are renewed: {policy id: when its
+        detectors last confirmed what is stored}, stored with the leases
+        (``observed_through``).
     A policy held by a live lease stays with its holder; the holder offers
     it (``handoff_to``) when the ring names another engine, which takes it
     at its next claim: the policy is watched until that moment. A take

@@ -20,7 +20,7 @@ within its grace or a stack action works on its resource; no state changes
 while the policy is disabled or its stack suspended. Observations are
 written in bulk by ``flush`` and only when they differ from what is
 stored, so tens of thousands of healthy servers cost no write; when each
-policy's targets were last all seen as stored goes with its owner's
+policy's detectors last confirmed what is stored goes with its owner's
 leases (``observed_through``).
 """
 

@@ -85,7 +85,8 @@ class WatchedTarget(object):
         self.take_stored(row)
         # Resume from the database: the last stored verdict still stands.
         self.stored = None
-        # When a detector last said what is stored (this engine's own).
+        # When this engine last took a verdict on it (None: none since
+        # it was loaded, so nothing stored is confirmed yet).
         self.seen = None
         if row.observation and row.observed_at:
             self.stored = obs.Observation(
