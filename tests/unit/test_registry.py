@@ -223,6 +223,17 @@ class ClaimTestCase(base.HeatHealthTestCase):
         with mock.patch.object(timeutils, 'utcnow', return_value=at):
             one.claim()
         self.assertEqual([1], asked)
+        # Another engine says the same of p1, which it does not hold: its
+        # renewal writes nothing of p1, and p1 stays as its owner left it.
+        two = registry.Registry('engine-2', lease_seconds=30)
+        two.observed = lambda: {'p1': at, 'p2': at}
+        later = at + datetime.timedelta(seconds=11)
+        with mock.patch.object(timeutils, 'utcnow', return_value=later):
+            self.assertEqual([], two.claim())
+            db_policies.policy_claim('engine-2', 30, known={},
+                                     observed=two.observed)
+        self.assertEqual(seen, policy_object.Policy.get(
+            'p1').observed_through.replace(tzinfo=None))
 
     def test_a_row_named_for_this_engine_without_a_lease_is_not_held(self):
         _policy('p1')
