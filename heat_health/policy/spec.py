@@ -20,6 +20,9 @@ POLLED = frozenset([obs.NODE_STATUS_POLLING, obs.NODE_STATUS_POLL_URL])
 
 
 HEAL, OBSERVE = 'HEAL', 'OBSERVE'
+# Rungs outside Nova and Heat, and what RECREATE replaces.
+MISTRAL_WORKFLOW, WEBHOOK = 'MISTRAL_WORKFLOW', 'WEBHOOK'
+SERVER, MEMBER = 'SERVER', 'MEMBER'
 
 # Maxima of OS::Heat::HealthPolicy's recovery properties; a policy stored
 # before they existed is read with its values clamped to them.
@@ -29,6 +32,22 @@ MAX_NODE_DELETE_TIMEOUT = 600
 # Twice an engine's default max_concurrent_recoveries: more at once is a
 # mass failure, which the brake is for, not one policy's share.
 MAX_CONCURRENT = 20
+
+
+def rung(action):
+    """(name, params) of one rung of the ladder, as stored with attempts.
+
+    A workflow's rung is named MISTRAL_WORKFLOW, its workflow and input in
+    its params; a webhook's is named WEBHOOK, its URL in its params.
+    """
+    params = dict(action.get('params') or {})
+    kind = action.get('type')
+    if kind == MISTRAL_WORKFLOW:
+        return (MISTRAL_WORKFLOW, {'workflow': action.get('name'),
+                                   'input': params})
+    if kind == WEBHOOK:
+        return (WEBHOOK, {'url': action.get('url'), 'input': params})
+    return (action['name'], params)
 
 
 class RecoverySpec(collections.namedtuple('RecoverySpec', [
@@ -45,7 +64,8 @@ class RecoverySpec(collections.namedtuple('RecoverySpec', [
         'success_threshold',  # healthy verdicts after an action
         'max_concurrent',   # recoveries of the policy at once
         'max_unhealthy_fraction',  # the brake
-        'mode'])):          # HEAL or OBSERVE
+        'mode',             # HEAL or OBSERVE
+        'replace'])):       # what RECREATE replaces: SERVER or MEMBER
     __slots__ = ()
 
     @classmethod
@@ -58,8 +78,7 @@ class RecoverySpec(collections.namedtuple('RecoverySpec', [
 
         actions = recovery.get('actions')
         if actions:
-            actions = tuple((a['name'], dict(a.get('params') or {}))
-                            for a in actions)
+            actions = tuple(rung(a) for a in actions)
         return cls(actions=actions or None,
                    fence_compute='COMPUTE' in (recovery.get('fencing') or ()),
                    node_delete_timeout=min(get('node_delete_timeout', 20),
@@ -77,7 +96,8 @@ class RecoverySpec(collections.namedtuple('RecoverySpec', [
                                       MAX_CONCURRENT),
                    max_unhealthy_fraction=get('max_unhealthy_fraction',
                                               0.55),
-                   mode=get('mode', HEAL))
+                   mode=get('mode', HEAL),
+                   replace=get('replace', SERVER))
 
     def backoff(self, attempt, noise=0.0):
         """Seconds to wait after the ``attempt``-th attempt (1-based) ended.

@@ -66,15 +66,20 @@ class HealthPolicySchema(object):
         RECOVERY_ACTIONS, FENCING, NODE_DELETE_TIMEOUT, NODE_FORCE_RECREATE,
         MAX_ATTEMPTS, ATTEMPT_WINDOW, HEALTHY_RESET, BACKOFF_INITIAL,
         BACKOFF_MAX, BACKOFF_JITTER, SUCCESS_THRESHOLD, MAX_CONCURRENT,
-        MAX_UNHEALTHY_FRACTION, MODE,
+        MAX_UNHEALTHY_FRACTION, MODE, REPLACE,
     ) = (
         'actions', 'fencing', 'node_delete_timeout', 'node_force_recreate',
         'max_attempts', 'attempt_window', 'healthy_reset', 'backoff_initial',
         'backoff_max', 'backoff_jitter', 'success_threshold',
-        'max_concurrent', 'max_unhealthy_fraction', 'mode',
+        'max_concurrent', 'max_unhealthy_fraction', 'mode', 'replace',
     )
 
-    _ACTION_KEYS = (ACTION_NAME, ACTION_PARAMS) = ('name', 'params')
+    _ACTION_KEYS = (ACTION_NAME, ACTION_TYPE, ACTION_URL, ACTION_PARAMS) = (
+        'name', 'type', 'url', 'params')
+    ACTION_TYPES = (MISTRAL_WORKFLOW, WEBHOOK) = (
+        policy_spec.MISTRAL_WORKFLOW, policy_spec.WEBHOOK)
+    REPLACE_SCOPES = (SERVER, MEMBER) = (policy_spec.SERVER,
+                                         policy_spec.MEMBER)
 
     ACTION_NAMES = (REBOOT, REBUILD, START, UNPAUSE, RESUME, RECREATE,
                     EVACUATE) = (
@@ -84,7 +89,8 @@ class HealthPolicySchema(object):
     RECOVERY_MODES = (HEAL, OBSERVE) = ('HEAL', 'OBSERVE')
     FENCING_SERVICES = ('COMPUTE',)
 
-    ATTRIBUTES = (STATUS_ATTR, MEMBERS_ATTR) = ('status', 'members')
+    ATTRIBUTES = (STATUS_ATTR, MEMBERS_ATTR, WEBHOOK_SECRET_ATTR) = (
+        'status', 'members', 'webhook_secret')
 
     _poll_url_options_schema = {
         POLL_URL: properties.Schema(
@@ -224,16 +230,40 @@ class HealthPolicySchema(object):
                       'action that fits the state Nova reports (paused: '
                       'UNPAUSE, '
                       'stopped: START, suspended: RESUME), then REBOOT, '
-                      'then RECREATE.'),
+                      'then RECREATE. A rung may also be a Mistral '
+                      'workflow ({name: <workflow>, type: '
+                      'MISTRAL_WORKFLOW, params: {input...}}), run as the '
+                      'stack\'s owner and followed to SUCCESS or ERROR '
+                      'within node_update_timeout, or a signed webhook '
+                      '({type: WEBHOOK, url: ..., params: {...}}) whose '
+                      'answer must be 2xx. Their params may hold '
+                      '{{ server.id }}, {{ server.name }}, {{ server.ip }}, '
+                      '{{ server.addresses }}, {{ stack.id }}, '
+                      '{{ resource.path }}, {{ resource.name }}, '
+                      '{{ reason }} (and Senlin\'s {{ node.physicalid }}).'),
                     schema=properties.Schema(
                         properties.Schema.MAP,
                         schema={
                             ACTION_NAME: properties.Schema(
                                 properties.Schema.STRING,
-                                _('Name of the action.'),
-                                required=True,
+                                _('Name of the action (%s), or the name '
+                                  'or id of the workflow of a '
+                                  'MISTRAL_WORKFLOW.') %
+                                ', '.join(ACTION_NAMES),
+                            ),
+                            ACTION_TYPE: properties.Schema(
+                                properties.Schema.STRING,
+                                _('MISTRAL_WORKFLOW or WEBHOOK for a rung '
+                                  'outside Nova; none for a Nova or Heat '
+                                  'action.'),
                                 constraints=[constraints.AllowedValues(
-                                    ACTION_NAMES)],
+                                    ACTION_TYPES)],
+                            ),
+                            ACTION_URL: properties.Schema(
+                                properties.Schema.STRING,
+                                _('Where a WEBHOOK rung POSTs its signed '
+                                  'JSON body; the same network rules as '
+                                  'poll URLs apply.'),
                             ),
                             ACTION_PARAMS: properties.Schema(
                                 properties.Schema.MAP,
@@ -336,6 +366,17 @@ class HealthPolicySchema(object):
                     default=HEAL,
                     constraints=[constraints.AllowedValues(RECOVERY_MODES)],
                 ),
+                REPLACE: properties.Schema(
+                    properties.Schema.STRING,
+                    _('What RECREATE replaces. SERVER: the server '
+                      'resource only; its ports, volumes and floating IP '
+                      'stay and follow the new server. MEMBER: the group '
+                      'member that holds the server (a provider template '
+                      'or nested stack member of a group) is replaced '
+                      'whole, with its ports, volumes and floating IP.'),
+                    default=SERVER,
+                    constraints=[constraints.AllowedValues(REPLACE_SCOPES)],
+                ),
             },
         ),
         ENABLED: properties.Schema(
@@ -360,6 +401,12 @@ class HealthPolicySchema(object):
               'reason, source and observed_at of the last observation.'),
             type=attributes.Schema.LIST,
             cache_mode=attributes.Schema.CACHE_NONE,
+        ),
+        WEBHOOK_SECRET_ATTR: attributes.Schema(
+            _('The key of the HMAC-SHA256 signature of the policy\'s '
+              'WEBHOOK rungs (header X-Heat-Health-Signature), for the '
+              'receiver to check.'),
+            type=attributes.Schema.STRING,
         ),
     }
 
