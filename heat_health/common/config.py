@@ -115,6 +115,13 @@ detector_opts = [
                      'an entry within that range (127.0.0.1:8775, never '
                      'through 0.0.0.0/0); unspecified, multicast, '
                      'broadcast and reserved addresses never.'),
+    cfg.IntOpt('webhook_timeout',
+               default=10, min=1, max=120,
+               help='Seconds a WEBHOOK recovery rung\'s receiver has to '
+                    'answer its POST with a 2xx status; otherwise the '
+                    'next rung is tried. Its URL follows the same rules '
+                    'as poll URLs (poll_url_allowed_hosts and '
+                    'poll_url_allowed_networks).'),
 ]
 
 heat_health_opts.extend(detector_opts)

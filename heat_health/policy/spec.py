@@ -8,6 +8,7 @@ view of it, so a default lives in exactly one place.
 import collections
 
 from heat_health.policy import observation as obs
+from heat_health.policy import poll_url_guard
 
 DEFAULT_INTERVAL = 60
 DEFAULT_GRACE = 300
@@ -48,6 +49,20 @@ def rung(action):
     if kind == WEBHOOK:
         return (WEBHOOK, {'url': action.get('url'), 'input': params})
     return (action['name'], params)
+
+
+OUTSIDE = frozenset([MISTRAL_WORKFLOW, WEBHOOK])
+
+
+def rung_label(name, params):
+    """A rung as the timeline names it: REBOOT SOFT, workflow x..."""
+    params = params or {}
+    if name == MISTRAL_WORKFLOW:
+        return 'workflow %s' % params.get('workflow')
+    if name == WEBHOOK:
+        return 'WEBHOOK %s' % poll_url_guard.redacted(params.get('url') or '')
+    kind = params.get('type')
+    return '%s %s' % (name, kind) if kind else name
 
 
 class RecoverySpec(collections.namedtuple('RecoverySpec', [

@@ -18,6 +18,7 @@ import oslo_messaging
 
 from heat_health.objects import policy as policy_object
 from heat_health.objects import target as target_object
+from heat_health.policy import webhook_signature
 from heat_health.resources import health_policy_schema
 from heat_health.resources import no_adoption
 from heat_health.resources import targeting
@@ -45,6 +46,42 @@ class HealthPolicy(health_policy_schema.HealthPolicySchema,
         self._validate_targets()
         self._validate_detection()
         self._validate_recovery()
+        self._validate_workflows()
+
+    def _validate_workflows(self):
+        """Each workflow rung's workflow exists and the user may run it.
+
+        Asked of Mistral as the user creating or updating the stack, in
+        whose project the executions will run (through the stack's
+        trust): Mistral shows a project its own workflows and public
+        ones, never another project's private ones.
+        """
+        rungs = [(index, action) for index, action in enumerate(
+            self.properties[self.RECOVERY][self.RECOVERY_ACTIONS] or [])
+            if action.get(self.ACTION_TYPE) == self.MISTRAL_WORKFLOW]
+        if not rungs:
+            return
+        plugin = self.client_plugin('mistral')
+        if not plugin.does_endpoint_exist(plugin.WORKFLOW_V2, 'mistral'):
+            self._invalid(_('recovery action %(n)d is a %(t)s, but this '
+                            'cloud has no Mistral: no %(s)s service in '
+                            'the Keystone catalog. Remove the rung, or '
+                            'use a WEBHOOK rung instead') % {
+                'n': rungs[0][0] + 1, 't': self.MISTRAL_WORKFLOW,
+                's': plugin.WORKFLOW_V2},
+                self.RECOVERY, self.RECOVERY_ACTIONS, rungs[0][0])
+        for index, action in rungs:
+            name = action[self.ACTION_NAME]
+            try:
+                plugin.get_workflow_by_identifier(name)
+            except exception.EntityNotFound:
+                self._invalid(_('workflow "%(w)s" cannot be run by project '
+                                '%(p)s: Mistral shows it no workflow of '
+                                'that name or id (a private workflow of '
+                                'another project is not shown)') % {
+                    'w': name, 'p': self.context.project_id},
+                    self.RECOVERY, self.RECOVERY_ACTIONS, index,
+                    self.ACTION_NAME)
 
     # Registration
 
@@ -161,6 +198,8 @@ class HealthPolicy(health_policy_schema.HealthPolicySchema,
                 'targets': len(targets),
                 'states': counts,
             }
+        if name == self.WEBHOOK_SECRET_ATTR:
+            return webhook_signature.policy_secret(policy.id)
         if name == self.MEMBERS_ATTR:
             return [{
                 'server_id': t.server_id,

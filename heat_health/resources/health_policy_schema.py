@@ -12,7 +12,9 @@ from heat.engine import attributes
 from heat.engine import constraints
 from heat.engine import properties
 
+from heat_health.policy import poll_url_guard
 from heat_health.policy import poll_url_rules
+from heat_health.policy import rung_params
 from heat_health.policy import spec as policy_spec
 
 POLL_URL_VARIABLES = ('ip', 'name', 'id')
@@ -491,6 +493,37 @@ class HealthPolicySchema(object):
                                 'mode NODE_STATUS_POLL_URL, not %s') %
                               mode_type, *path)
 
+    def _validate_outside_rung(self, action, index):
+        """A MISTRAL_WORKFLOW or WEBHOOK rung, as far as text can tell."""
+        kind = action[self.ACTION_TYPE]
+        path = (self.RECOVERY, self.RECOVERY_ACTIONS, index)
+        if kind == self.MISTRAL_WORKFLOW:
+            if not action.get(self.ACTION_NAME):
+                self._invalid(_('a %s rung names its workflow (name)') %
+                              kind, *path)
+            if action.get(self.ACTION_URL) is not None:
+                self._invalid(_('url is only for a %s rung') % self.WEBHOOK,
+                              *(path + (self.ACTION_URL,)))
+        else:
+            url = action.get(self.ACTION_URL)
+            if not url:
+                self._invalid(_('a %s rung needs its url') % kind, *path)
+            refused = poll_url_guard.refusal_at_validation(url, {})
+            if refused:
+                self._invalid(_('url of a %(kind)s rung: %(why)s') % {
+                    'kind': kind, 'why': refused},
+                    *(path + (self.ACTION_URL,)))
+            if action.get(self.ACTION_NAME):
+                self._invalid(_('a %s rung takes no name') % kind,
+                              *(path + (self.ACTION_NAME,)))
+        unknown = rung_params.unknown(action.get(self.ACTION_PARAMS) or {})
+        if unknown:
+            self._invalid(_('params use unknown variables %(bad)s; known: '
+                            '%(known)s') % {
+                'bad': ', '.join(unknown),
+                'known': ', '.join(rung_params.VARIABLES)},
+                *(path + (self.ACTION_PARAMS,)))
+
     def _validate_recovery(self):
         recovery = self.properties[self.RECOVERY]
         if recovery[self.BACKOFF_INITIAL] > recovery[self.BACKOFF_MAX]:
@@ -500,17 +533,40 @@ class HealthPolicySchema(object):
                            'm': recovery[self.BACKOFF_MAX]},
                           self.RECOVERY, self.BACKOFF_INITIAL)
         actions = recovery[self.RECOVERY_ACTIONS] or []
-        keys = [(a[self.ACTION_NAME],
+        keys = [(a.get(self.ACTION_TYPE), a[self.ACTION_NAME],
+                 a.get(self.ACTION_URL),
+                 None if a.get(self.ACTION_TYPE) else
                  (a.get(self.ACTION_PARAMS) or {}).get('type'))
                 for a in actions]
         if len(set(keys)) != len(keys):
             self._invalid(_('recovery actions must not repeat: %s') %
-                          ', '.join(a[self.ACTION_NAME] for a in actions),
+                          ', '.join(str(a[self.ACTION_NAME] or
+                                        a[self.ACTION_URL])
+                                    for a in actions),
                           self.RECOVERY, self.RECOVERY_ACTIONS)
         for index, action in enumerate(actions):
             params = action.get(self.ACTION_PARAMS) or {}
             path = (self.RECOVERY, self.RECOVERY_ACTIONS, index,
                     self.ACTION_PARAMS)
+            if action.get(self.ACTION_TYPE):
+                self._validate_outside_rung(action, index)
+                continue
+            if not action[self.ACTION_NAME]:
+                self._invalid(_('an action needs a name (%s) or a type '
+                                '(%s)') % (', '.join(self.ACTION_NAMES),
+                                           ', '.join(self.ACTION_TYPES)),
+                              self.RECOVERY, self.RECOVERY_ACTIONS, index)
+            if action[self.ACTION_NAME] not in self.ACTION_NAMES:
+                self._invalid(_('"%(name)s" is not an action (%(names)s); '
+                                'a workflow needs type: %(wf)s') % {
+                    'name': action[self.ACTION_NAME],
+                    'names': ', '.join(self.ACTION_NAMES),
+                    'wf': self.MISTRAL_WORKFLOW}, self.RECOVERY,
+                    self.RECOVERY_ACTIONS, index, self.ACTION_NAME)
+            if action.get(self.ACTION_URL) is not None:
+                self._invalid(_('url is only for a %s rung') % self.WEBHOOK,
+                              self.RECOVERY, self.RECOVERY_ACTIONS, index,
+                              self.ACTION_URL)
             allowed = {self.REBOOT: {'type'},
                        self.RECREATE: {LAUNCH_BEFORE_TERMINATE}}.get(
                            action[self.ACTION_NAME], set())

@@ -32,6 +32,9 @@ def _server(vm_state='active', task_state=None, power_state=1,
         'OS-EXT-STS:task_state': task_state,
         'OS-EXT-STS:power_state': power_state,
         'image': {'id': IMAGE, 'links': []} if image is None else image,
+        'addresses': {'private': [{'addr': '10.0.0.5', 'version': 4},
+                                  {'addr': 'fd00::5', 'version': 6}],
+                      'public': [{'addr': '172.24.4.9', 'version': 4}]},
         'updated': '2026-11-22T12:00:00Z'}}
 
 
@@ -112,7 +115,8 @@ def test_status(fake, actions):
         'stopped', 'powering-on', 4, 'SHUTOFF'))
     assert actions.status(SERVER) == nova_actions.ServerStatus(
         SERVER, 'SHUTOFF', 'stopped', 'powering-on', 4, IMAGE,
-        '2026-11-22T12:00:00Z')
+        '2026-11-22T12:00:00Z', 'web-0',
+        ('10.0.0.5', 'fd00::5', '172.24.4.9'))
     method, path, body, headers = fake.requests[0]
     assert (method, path, body) == ('GET', SERVER_PATH, None)
     assert headers['X-Auth-Token'] == 'a-token'

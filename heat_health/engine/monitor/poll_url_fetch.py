@@ -157,16 +157,29 @@ def get(destination, timeout, verify, max_body, watchdog):
     :returns: (status, body up to max_body bytes, charset or None).
     :raises Timeout, ConnectionFailed, BadAnswer:
     """
+    return request('GET', destination, timeout, verify, max_body, watchdog)
+
+
+def request(method, destination, timeout, verify, max_body, watchdog,
+            body=None, headers=(), user_agent=USER_AGENT):
+    """As ``get``, for any method, with a body and headers of its own.
+
+    :param headers: (name, value) pairs.
+    """
     deadline = time.monotonic() + timeout
     conn = _PinnedConnection(
         destination, deadline, watchdog,
         tls_context(verify) if destination.scheme == 'https' else None)
     try:
-        conn.putrequest('GET', destination.target, skip_host=True)
+        conn.putrequest(method, destination.target, skip_host=True)
         conn.putheader('Host', destination.host_header)
-        conn.putheader('User-Agent', USER_AGENT)
+        conn.putheader('User-Agent', user_agent)
         conn.putheader('Connection', 'close')
-        conn.endheaders()
+        for name, value in headers:
+            conn.putheader(name, value)
+        if body is not None:
+            conn.putheader('Content-Length', str(len(body)))
+        conn.endheaders(body)
         resp = conn.getresponse()
         body = b''
         while len(body) < max_body:

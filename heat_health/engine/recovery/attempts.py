@@ -21,6 +21,7 @@ from heat_health.engine.recovery import planner
 from heat_health.engine.recovery import recreate
 from heat_health.engine.recovery import settled_state
 from heat_health.policy import observation as obs
+from heat_health.policy import spec as policy_spec
 
 LOG = logging.getLogger(__name__)
 
@@ -49,9 +50,7 @@ def _iso(when):
 
 
 def _label(action):
-    name, params = action
-    kind = (params or {}).get('type')
-    return '%s %s' % (name, kind) if kind else name
+    return policy_spec.rung_label(*action)
 
 
 def _members_text(members):
@@ -212,6 +211,7 @@ class AttemptStages(object):
             return
         ladder, index, action = self._choose(policy, found, step.step,
                                              host_down)
+        action = self._expanded(action, target, found)
         if action[0] != RECREATE:
             held = self._not_now(policy)
             if held:
@@ -291,11 +291,17 @@ class AttemptStages(object):
         stage = recovery.get('stage')
         if stage == ISSUING:
             # Sent, or about to be, by whoever stored this: never again.
+            # A workflow it started is found again and followed.
+            found = self._sent_before(policy, target)
             return self._verifying(policy, target, '%s may have been sent '
                                    'before a restart or takeover: verifying, '
-                                   'not sent again' % _label((
+                                   'not sent again%s' % (_label((
                                        recovery.get('action'),
-                                       recovery.get('params'))))
+                                       recovery.get('params'))),
+                                       ': execution %s %s' % (
+                                           found['execution'],
+                                           found['execution_state'])
+                                       if found else ''), extra=found)
         # Waiting for a stack update of ours: only the switches hold it.
         held = (self._switched_off(policy) if stage == recreate.UPDATING
                 else self._not_now(policy, before_mark=(
@@ -322,6 +328,8 @@ class AttemptStages(object):
             if not self._store_stage(target, recovery, None):
                 return
         if recovery.get('stage') == ISSUING:
+            if recovery.get('action') in policy_spec.OUTSIDE:
+                return self._issue_outside(policy, target, recovery)
             if recovery.get('action') == EVACUATE:
                 nova = nova_actions.NovaActions(
                     self.replacer.admin_nova_client(policy.stack_id))
@@ -420,9 +428,9 @@ class AttemptStages(object):
         return (found.vm_state == 'active' and not found.task_state and
                 power_states.not_running(found.power_state) is None)
 
-    def _verifying(self, policy, target, reason):
+    def _verifying(self, policy, target, reason, extra=None):
         now = self._clock()
-        recovery = dict(target.recovery or {})
+        recovery = dict(target.recovery or {}, **(extra or {}))
         recovery.update(stage=ISSUED, issued_at=_iso(now),
                         deadline=_iso(now + datetime.timedelta(
                             seconds=recovery.get('verify_seconds') or 0)))
@@ -479,9 +487,13 @@ class AttemptStages(object):
     # Ending an attempt
 
     def _failed(self, policy, target, why, force_recreate=False,
-                retry_same=False):
-        """The action did not go through: back to UNHEALTHY to escalate."""
-        recovery = dict(target.recovery or {})
+                retry_same=False, recovery=None):
+        """The action did not go through: back to UNHEALTHY to escalate.
+
+        :param recovery: the target's recovery record as it is to be
+            stored, if it differs from memory's.
+        """
+        recovery = dict(recovery or target.recovery or {})
         step = recovery.get('step', 0)
         ladder = recovery.get('ladder') or []
         names = [a[0] for a in ladder]
@@ -507,12 +519,13 @@ class AttemptStages(object):
         busy = self._still_acting(policy, target, place)
         if busy:
             return self._verify_later(target, busy)
+        stopped = self._stop_workflow(policy, target)
         recovery = dict(target.recovery or {})
         ladder = recovery.get('ladder') or []
         nxt = ladder[min(step.next_step, len(ladder) - 1)] if ladder else None
         recovery.update(stage=ESCALATE, next_step=step.next_step)
-        reason = 'escalated: %s%s' % (
-            step.reason, ', next %s' % _label(nxt) if nxt else '')
+        reason = 'escalated: %s%s%s' % (
+            step.reason, stopped, ', next %s' % _label(nxt) if nxt else '')
         now = self._clock()
         if self.tracker.store_step(target, states.VERIFYING,
                                    states.UNHEALTHY, reason,

@@ -50,6 +50,7 @@ from heat_health.engine.pools import lb_drain
 from heat_health.engine.recovery import attempts
 from heat_health.engine.recovery import heat_replace
 from heat_health.engine.recovery import nova_actions
+from heat_health.engine.recovery import outside_stages
 from heat_health.engine.recovery import planner
 from heat_health.engine.recovery import recreate
 from heat_health.engine.recovery import timeline
@@ -75,7 +76,8 @@ CLIENT_SECONDS = 600
 MAX_UPDATES = recreate.MAX_UPDATES
 
 
-class RecoveryLoop(attempts.AttemptStages, recreate.RecreateStages):
+class RecoveryLoop(attempts.AttemptStages, recreate.RecreateStages,
+                   outside_stages.OutsideStages):
     """Recovery for the policies this engine owns.
 
     :param tracker: the monitor's Tracker (targets, store_step).
@@ -97,8 +99,14 @@ class RecoveryLoop(attempts.AttemptStages, recreate.RecreateStages):
                  blind=lambda policy_id: None,
                  actions=None, drainer=None, conf=cfg.CONF,
                  clock=timeutils.utcnow, executor=None,
-                 background_events=False, place=lambda server_id: None):
+                 background_events=False, place=lambda server_id: None,
+                 webhooks=None):
         self.engine_id = engine_id
+        self._conf = conf
+        # Signed POSTs of WEBHOOK rungs (outside_rungs.Webhooks), made
+        # when a rung first needs one.
+        self._webhooks = webhooks
+        self._follow_after = {}  # target id -> next read of its execution
         self._place = place
         self.tracker = tracker
         self.replacer = replacer
@@ -152,6 +160,8 @@ class RecoveryLoop(attempts.AttemptStages, recreate.RecreateStages):
         if self._thread is not None:
             self._thread.join(timeout=30)
         self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._webhooks is not None:
+            self._webhooks.stop()
         # After the steps: the events they queued are written.
         self.timeline.heat_events.stop()
 
@@ -310,7 +320,8 @@ class RecoveryLoop(attempts.AttemptStages, recreate.RecreateStages):
                            planner.GiveUp: self._give_up,
                            planner.ResetAttempts: self._reset,
                            planner.Restore: self._restore,
-                           planner.Unmark: self._unmark}[type(step)]
+                           planner.Unmark: self._unmark,
+                           planner.Follow: self._follow}[type(step)]
                 handler(policy, step.target, step)
         except Exception:
             LOG.exception('Recovery step %(step)s of %(servers)s failed',

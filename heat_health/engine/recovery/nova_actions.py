@@ -26,11 +26,13 @@ LOG = logging.getLogger(__name__)
 
 ServerStatus = collections.namedtuple(
     'ServerStatus', ['id', 'status', 'vm_state', 'task_state',
-                     'power_state', 'image_id', 'updated'])
+                     'power_state', 'image_id', 'updated', 'name',
+                     'addresses'], defaults=(None, ()))
 """A server as Nova shows it: ``status`` (ACTIVE, SHUTOFF...), the
 ``OS-EXT-STS`` vm_state, task_state and (integer) power_state, the id of
-the image it was built from (None when it boots from a volume) and
-``updated`` (Nova's ISO 8601 time of the last change)."""
+the image it was built from (None when it boots from a volume),
+``updated`` (Nova's ISO 8601 time of the last change), its name and its
+addresses (for the params of a workflow or webhook rung)."""
 
 ACTIONS = (START, STOP, UNPAUSE, RESUME, REBOOT, REBUILD, EVACUATE) = (
     'START', 'STOP', 'UNPAUSE', 'RESUME', 'REBOOT', 'REBUILD', 'EVACUATE')
@@ -94,7 +96,10 @@ class NovaActions(object):
             power_state=info.get('OS-EXT-STS:power_state'),
             # A server booted from a volume has '' for its image.
             image_id=image.get('id') if isinstance(image, dict) else None,
-            updated=info.get('updated'))
+            updated=info.get('updated'), name=info.get('name'),
+            addresses=tuple(
+                a.get('addr') for net in (info.get('addresses') or {})
+                .values() for a in net if a.get('addr')))
 
     def run(self, server_id, name, params=None):
         """Ask Nova for one action on the server; returns once accepted.

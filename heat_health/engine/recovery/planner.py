@@ -38,6 +38,9 @@ Unmark = collections.namedtuple('Unmark', ['target'])
 """Healthy again: clear the CHECK_FAILED a recovery put on its resource."""
 Hold = collections.namedtuple('Hold', ['target', 'reason'])
 """A failed target not acted on now, and why (for the timeline)."""
+Follow = collections.namedtuple('Follow', ['target'])
+"""Read how the rung's workflow execution goes: its ERROR escalates at
+once, without waiting for the deadline."""
 ReplaceMarked = collections.namedtuple('ReplaceMarked', ['targets'])
 """One stack update replaces the servers marked for it (the policy's, or,
 with ``by_stack``, those of one stack)."""
@@ -50,6 +53,8 @@ MARKED = 'marked'
 Plan = collections.namedtuple('Plan', ['brake', 'steps'])
 
 BLIND = 'observers cannot see'
+# Mistral's states of an execution that has ended.
+EXECUTION_ENDED = frozenset(['SUCCESS', 'ERROR', 'CANCELLED'])
 
 
 def parse_time(value):
@@ -143,10 +148,19 @@ def _undo(target):
     return None
 
 
+def _following(target):
+    """Whether the target's workflow execution has yet to end."""
+    recovery = target.recovery or {}
+    return (target.state == states.VERIFYING and
+            recovery.get('action') == policy_spec.MISTRAL_WORKFLOW and
+            recovery.get('execution') and
+            recovery.get('execution_state') not in EXECUTION_ENDED)
+
+
 def _escalation(target):
     recovery = target.recovery or {}
-    action = ' '.join([recovery.get('action', 'the action')] +
-                      list((recovery.get('params') or {}).values()))
+    action = policy_spec.rung_label(recovery.get('action', 'the action'),
+                                    recovery.get('params'))
     return Escalate(target, recovery.get('step', 0) + 1,
                     'not healthy %ss after %s' % (
                         recovery.get('verify_seconds', '?'), action))
@@ -253,6 +267,8 @@ def plan(policy, targets, now, running=(), engine_room=None, blind=None,
                 steps.append(Hold(target, held))
             elif _deadline_passed(target, now):
                 steps.append(_escalation(target))
+            elif held is None and _following(target):
+                steps.append(Follow(target))
         elif state == states.HEALTHY:
             if target.attempts and (
                     now - (parse_time(target.since) or now) >=

@@ -142,6 +142,13 @@ class OwnerContexts(object):
                 self._admin_nova = nova_adapter.NovaAdapter().client
             return self._admin_nova
 
+    def mistral_client(self, stack_id):
+        """A mistralclient acting as the stack's owner (its stored trust).
+
+        Raises when Mistral is not in the catalog.
+        """
+        return self._client(stack_id, 'mistral')
+
     def octavia_client(self, stack_id):
         """An OctaviaAPI acting as the stack's owner (its stored trust)."""
         return self._client(stack_id, 'octavia')
