@@ -255,6 +255,66 @@ class HealthPolicyTestCase(base.HeatHealthTestCase):
             {'name': 'REBOOT'}, {'name': 'EVACUATE'}]})
         self.assertIn('EVACUATE heals only servers whose host is down', msg)
 
+    def test_outside_rungs_as_text(self):
+        msg = self._invalid(recovery={'actions': [
+            {'type': 'MISTRAL_WORKFLOW'}]})
+        self.assertIn('a MISTRAL_WORKFLOW rung names its workflow', msg)
+        msg = self._invalid(recovery={'actions': [{'type': 'WEBHOOK'}]})
+        self.assertIn('a WEBHOOK rung needs its url', msg)
+        msg = self._invalid(recovery={'actions': [
+            {'type': 'WEBHOOK', 'url': 'ftp://x/y'}]})
+        self.assertIn('is not http or https', msg)
+        msg = self._invalid(recovery={'actions': [
+            {'type': 'WEBHOOK', 'url': 'http://x/y',
+             'params': {'id': '{{ server.uuid }}'}}]})
+        self.assertIn('unknown variables server.uuid', msg)
+        msg = self._invalid(recovery={'actions': [
+            {'name': 'REBOOT', 'url': 'http://x/y'}]})
+        self.assertIn('url is only for a WEBHOOK rung', msg)
+        msg = self._invalid(recovery={'actions': [{'params': {}}]})
+        self.assertIn('an action needs a name', msg)
+        msg = self._invalid(recovery={'actions': [{'name': 'reattach'}]})
+        self.assertIn('a workflow needs type: MISTRAL_WORKFLOW', msg)
+        # A webhook's params are its own: even a key named type.
+        stack = self._stack(recovery={'actions': [
+            {'name': 'REBOOT', 'params': {'type': 'HARD'}},
+            {'type': 'WEBHOOK', 'url': 'http://x/y',
+             'params': {'type': 'page', 'who': '{{ server.name }}'}}]})
+        self.assertIsNone(stack['policy'].validate())
+
+    def _with_mistral(self, endpoint=True, workflows=('reattach',)):
+        plugin = mock.Mock(WORKFLOW_V2='workflowv2')
+        plugin.does_endpoint_exist.return_value = endpoint
+
+        def get(name):
+            if name not in workflows:
+                raise exception.EntityNotFound(entity='Workflow', name=name)
+            return mock.Mock()
+        plugin.get_workflow_by_identifier.side_effect = get
+        patcher = mock.patch.object(health_policy.HealthPolicy,
+                                    'client_plugin', return_value=plugin)
+        patcher.start()
+        self.addCleanup(patcher.stop)
+        return plugin
+
+    def test_a_workflow_rung_needs_mistral_and_the_workflow(self):
+        rungs = {'actions': [{'name': 'REBOOT'}, {
+            'name': 'reattach', 'type': 'MISTRAL_WORKFLOW',
+            'params': {'server': '{{ server.id }}'}}]}
+        plugin = self._with_mistral()
+        stack = self._stack(recovery=rungs)
+        self.assertIsNone(stack['policy'].validate())
+        plugin.get_workflow_by_identifier.assert_called_once_with(
+            'reattach')
+        plugin.does_endpoint_exist.return_value = False
+        msg = self._invalid(recovery=rungs)
+        self.assertIn('recovery action 2 is a MISTRAL_WORKFLOW, but this '
+                      'cloud has no Mistral', msg)
+        plugin.does_endpoint_exist.return_value = True
+        rungs['actions'][1]['name'] = 'theirs'
+        msg = self._invalid(recovery=rungs)
+        self.assertIn('workflow "theirs" cannot be run by project', msg)
+
     def test_depends_on_targets(self):
         stack = self._stack()
         self.assertIn(stack['policy'],
