@@ -154,6 +154,14 @@ class TestShowHealth(CommandTestCase):
         self.assertIn('grace until 2026-11-23T22:00:30', later)
         self.assertNotIn('attempt', later)
 
+    def test_a_server_line_names_its_workflow_execution(self):
+        server = dict(SERVER_1, state='VERIFYING', attempts=1, recovery={
+            'action': 'MISTRAL_WORKFLOW', 'execution': 'x-1',
+            'execution_state': 'RUNNING',
+            'params': {'workflow': 'reattach', 'input': {}}})
+        self.assertIn('; workflow reattach execution x-1 RUNNING',
+                      health._server_line(server))
+
     def test_no_policy(self):
         self.client.report.return_value = {'stack_id': '5d6f',
                                            'policies': []}

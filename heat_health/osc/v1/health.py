@@ -86,6 +86,11 @@ def _server_line(target, now=None):
         line += '; recovery attempt %s' % target['attempts']
         if _future(target.get('next_attempt_at'), now):
             line += ', next not before %s' % target['next_attempt_at']
+        recovery = target.get('recovery') or {}
+        if recovery.get('execution'):
+            line += '; workflow %s execution %s %s' % (
+                (recovery.get('params') or {}).get('workflow'),
+                recovery['execution'], recovery.get('execution_state'))
     seen = target.get('last_observation')
     if seen:
         line += '; last seen %s by %s at %s' % (
