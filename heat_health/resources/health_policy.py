@@ -11,6 +11,7 @@ import uuid
 
 from heat.common import exception
 from heat.common.i18n import _
+from heat.engine import function
 from heat.engine import resource
 from heat.engine import support
 from oslo_log import log as logging
@@ -46,9 +47,27 @@ class HealthPolicy(health_policy_schema.HealthPolicySchema,
         self._validate_targets()
         self._validate_detection()
         self._validate_recovery()
-        self._validate_workflows()
+        self._validate_workflows(at_validation=True)
 
-    def _validate_workflows(self):
+    def _named_by_functions(self):
+        """Indexes of the rungs whose name another resource gives.
+
+        (``get_resource`` of an OS::Mistral::Workflow of the same
+        template, say: before that one is created, the name read is the
+        resource's own, not the workflow's.)
+        """
+        raw = self.properties.data.get(self.RECOVERY)
+        if isinstance(raw, function.Function):
+            return None
+        actions = (raw or {}).get(self.RECOVERY_ACTIONS)
+        if isinstance(actions, function.Function):
+            return None
+        return {index for index, action in enumerate(actions or [])
+                if isinstance(action, function.Function) or
+                isinstance((action or {}).get(self.ACTION_NAME),
+                           function.Function)}
+
+    def _validate_workflows(self, at_validation=False):
         """Each workflow rung's workflow exists and the user may run it.
 
         Asked of Mistral as the user creating or updating the stack, in
@@ -56,6 +75,10 @@ class HealthPolicy(health_policy_schema.HealthPolicySchema,
         trust): Mistral shows a project its own workflows and public
         ones, never another project's private ones.
         """
+        # A name from another resource (an OS::Mistral::Workflow of the
+        # same template) is known only once that one is created: checked
+        # then, before the policy is registered.
+        later = self._named_by_functions() if at_validation else set()
         rungs = [(index, action) for index, action in enumerate(
             self.properties[self.RECOVERY][self.RECOVERY_ACTIONS] or [])
             if action.get(self.ACTION_TYPE) == self.MISTRAL_WORKFLOW]
@@ -70,6 +93,9 @@ class HealthPolicy(health_policy_schema.HealthPolicySchema,
                 'n': rungs[0][0] + 1, 't': self.MISTRAL_WORKFLOW,
                 's': plugin.WORKFLOW_V2},
                 self.RECOVERY, self.RECOVERY_ACTIONS, rungs[0][0])
+        if later is None:
+            return
+        rungs = [(i, a) for i, a in rungs if i not in later]
         for index, action in rungs:
             name = action[self.ACTION_NAME]
             try:
@@ -122,6 +148,7 @@ class HealthPolicy(health_policy_schema.HealthPolicySchema,
         return answer
 
     def handle_create(self):
+        self._validate_workflows()
         self.resource_id_set(str(uuid.uuid4()))
         self._register(new=True)
 
@@ -129,6 +156,7 @@ class HealthPolicy(health_policy_schema.HealthPolicySchema,
         if prop_diff:
             self.properties = json_snippet.properties(self.properties_schema,
                                                       self.context)
+            self._validate_workflows()
             self._register()
 
     def _set_suspended(self, suspended):

@@ -315,6 +315,20 @@ class HealthPolicyTestCase(base.HeatHealthTestCase):
         msg = self._invalid(recovery=rungs)
         self.assertIn('workflow "theirs" cannot be run by project', msg)
 
+    def test_a_workflow_named_by_another_resource_is_checked_at_create(self):
+        plugin = self._with_mistral(workflows=())
+        stack = self._stack(recovery={'actions': [
+            {'name': {'get_resource': 'other'},
+             'type': 'MISTRAL_WORKFLOW'}]})
+        # Before "other" exists its name is not the workflow's.
+        self.assertIsNone(stack['policy'].validate())
+        plugin.get_workflow_by_identifier.assert_not_called()
+        plugin.does_endpoint_exist.assert_called_once()
+        # Creating the policy, once "other" is created, asks Mistral.
+        self.assertRaises(exception.StackValidationFailed,
+                          stack['policy']._validate_workflows)
+        plugin.get_workflow_by_identifier.assert_called_once_with('other')
+
     def test_depends_on_targets(self):
         stack = self._stack()
         self.assertIn(stack['policy'],
