@@ -17,6 +17,7 @@ get_engine = db_session.get_engine
 
 marking_create = events.marking_create
 marking_get_all_by_stack = events.marking_get_all_by_stack
+marking_last_of = events.marking_last_of
 event_add = events.event_add
 event_get_after = events.event_get_after
 event_get_recent = events.event_get_recent

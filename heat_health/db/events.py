@@ -29,6 +29,22 @@ def marking_get_all_by_stack(stack_id, limit=None):
         return markings
 
 
+def marking_last_of(physical_resource_id, owner_stack_id, resource_name):
+    """The latest marking of the resource holding that physical id, or None.
+
+    By its physical id (indexed), then its stack and name.
+    """
+    with db_session.facade.reader.using(db_session.Session()) as session:
+        marking = session.query(models.Marking).filter_by(
+            physical_resource_id=physical_resource_id,
+            owner_stack_id=owner_stack_id,
+            resource_name=resource_name).order_by(
+                models.Marking.id.desc()).first()
+        if marking is not None:
+            session.expunge(marking)
+        return marking
+
+
 def event_add(events):
     """Store timeline rows that are not state changes (holds, brakes)."""
     if not events:

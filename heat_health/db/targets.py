@@ -269,6 +269,45 @@ def _recreating(row):
             (row.recovery or {}).get('action') == 'RECREATE')
 
 
+def _replacing_member(row):
+    """Whether the row's RECREATE has marked its group member.
+
+    Heat then replaces the member whole (``replace: MEMBER``): the server
+    moves to the new member's stack, at the same path.
+    """
+    recovery = row.recovery or {}
+    return (row.state == 'RECOVERING' and recovery.get('member') and
+            recovery.get('action') == 'RECREATE' and
+            recovery.get('stage') in ('marked', 'updating'))
+
+
+def _follow_members(existing, places, added, removed):
+    """Rows whose group member is replaced whole follow it; (added, removed).
+
+    A row whose RECREATE marked its group member follows its path into the
+    new member's stack (the place it had goes with the old member): it is
+    moved there, keeping its history and recovery. Until that place
+    appears the row stays where it was, not removed: the update that
+    replaces the member is still under way. ``existing`` is updated; the
+    places left to add and to remove are returned.
+    """
+    by_path = {places[place]['path']: place for place in added}
+    kept, moved = set(), set()
+    for place in removed:
+        row = existing[place]
+        if not _replacing_member(row):
+            continue
+        kept.add(place)
+        new = by_path.pop(row.path, None)
+        if new is not None:
+            del existing[place]
+            row.stack_id, row.resource_name = new
+            existing[new] = row
+            moved.add(new)
+    return ([p for p in added if p not in moved],
+            [p for p in removed if p not in kept])
+
+
 def _replaced_by_recovery(row, found, now):
     """The row of a place whose RECREATE happened: VERIFYING, new server.
 
@@ -308,7 +347,9 @@ def target_sync(policy_id, places, grace_seconds, graced=()):
         their grace starts again.
     New places start NO_DATA within the grace; a place whose server was
     replaced keeps its row (and history) with the new server, NO_DATA;
-    places gone from the stack are removed. Idempotent: two engines
+    places gone from the stack are removed, but for a RECREATE's whose
+    group member is being replaced whole: its row follows the server to
+    the new member's stack (``_follow_members``). Idempotent: two engines
     syncing at once both end with the same rows (a duplicate insert is
     retried against the rows the other stored).
     Returns (added, removed, replaced) lists of places.
@@ -320,12 +361,13 @@ def target_sync(policy_id, places, grace_seconds, graced=()):
         existing = {(row.stack_id, row.resource_name): row
                     for row in session.query(models.Target).filter_by(
                         policy_id=policy_id)}
-        removed = sorted(set(existing) - set(places))
+        added, removed = _follow_members(
+            existing, places, sorted(set(places) - set(existing)),
+            sorted(set(existing) - set(places)))
         if removed:
             session.query(models.Target).filter(models.Target.id.in_(
                 [existing[place].id for place in removed])).delete(
                     synchronize_session=False)
-        added = sorted(set(places) - set(existing))
         for place in added:
             found = places[place]
             session.add(models.Target(

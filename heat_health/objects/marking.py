@@ -46,3 +46,10 @@ class Marking(base.VersionedObject, base.VersionedObjectDictCompat):
     def get_all_by_stack(cls, stack_id, limit=None):
         return [cls._from_db_object(m)
                 for m in db_api.marking_get_all_by_stack(stack_id, limit)]
+
+    @classmethod
+    def last_of(cls, physical_resource_id, owner_stack_id, resource_name):
+        """The latest marking of a resource holding that physical id."""
+        found = db_api.marking_last_of(physical_resource_id, owner_stack_id,
+                                       resource_name)
+        return found and cls._from_db_object(found)

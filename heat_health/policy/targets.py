@@ -295,11 +295,14 @@ class Resolver(object):
                 self._types = {key: self._types[key] for key in current}
         by_stack = collections.defaultdict(dict)
         busy = set()
+        # (stack id, name) -> the row a replacement followed here replaces
+        replaced = {}
         for row in resources:
             if row.stack_id not in stacks or row.action == 'DELETE':
                 continue
             if row.status == IN_PROGRESS:
                 busy.add((row.stack_id, row.name))
+            key = (row.stack_id, row.name)
             current = by_stack[row.stack_id].get(row.name)
             # A replaced resource and its replacement share a name while an
             # update runs: the replacement is the one to follow, once it
@@ -310,13 +313,22 @@ class Resolver(object):
                     (row.replaced_by is None and
                      current.replaced_by is not None))):
                 by_stack[row.stack_id][row.name] = row
-        return by_stack, stacks, busy, quiet
+                if current is not None and current.replaced_by == row.id:
+                    replaced[key] = current
+            elif row.replaced_by == current.id:
+                replaced[key] = row
+        return by_stack, stacks, busy, quiet, replaced
 
     def _types_of(self, stack):
         return self._types.get((stack.raw_template_id, stack.updated_at), {})
 
     def _walk(self, by_stack, stacks, stack_id, names, prefix, found,
-              visited, unwatched):
+              visited, unwatched, replaced):
+        """The places of the servers under the named resources of a stack.
+
+        :param replaced: {(stack id, name): the row the resource followed
+            there replaces}, while an update replaces it.
+        """
         stack = stacks.get(stack_id)
         if stack is None:
             return
@@ -332,14 +344,26 @@ class Resolver(object):
                 unwatched.append((path, EXTERNAL_REASON))
                 continue
             nested = stacks.get(row.physical_resource_id)
+            before = len(found)
             if nested is not None and nested.owner_id == stack_id:
                 self._walk(by_stack, stacks, nested.id,
                            sorted(by_stack[nested.id]), path + '/', found,
-                           visited, unwatched)
+                           visited, unwatched, replaced)
             elif types.get(name) in SERVER_TYPES:
                 found[(stack_id, name)] = {
                     'server_id': row.physical_resource_id,
                     'path': path, 'addresses': []}
+                continue
+            old = replaced.get((stack_id, name))
+            nested = old and stacks.get(old.physical_resource_id)
+            if (len(found) == before and nested is not None and
+                    nested.owner_id == stack_id):
+                # A member replaced whole (a template or nested stack
+                # resource): its servers stay where they were until the
+                # new member's stack holds one.
+                self._walk(by_stack, stacks, nested.id,
+                           sorted(by_stack[nested.id]), path + '/', found,
+                           visited, unwatched, replaced)
 
     def _kept(self, policy, roots):
         """The Resolution last made for the policy, if its tree is kept."""
@@ -357,7 +381,7 @@ class Resolver(object):
         skip = set(roots.values()) - {
             roots[p.stack_id] for p in policies
             if self._kept(p, roots) is None}
-        by_stack, stacks, busy, quiet = self._load(
+        by_stack, stacks, busy, quiet, replaced = self._load(
             ctxt, set(roots.values()), skip)
         result = {}
         for policy in policies:
@@ -368,7 +392,7 @@ class Resolver(object):
             names = list(policy.parsed.targets)
             found, visited, unwatched = {}, set(), []
             self._walk(by_stack, stacks, policy.stack_id, names, '', found,
-                       visited, unwatched)
+                       visited, unwatched, replaced)
             present = by_stack.get(policy.stack_id, {})
             stack = stacks.get(policy.stack_id)
             fingerprint = tuple(sorted(

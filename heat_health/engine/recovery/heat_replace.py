@@ -21,6 +21,8 @@ import time
 from heat.common import exception
 from heat.common import identifier
 from heat.engine.resources.aws.autoscaling import autoscaling_group
+from heat.engine.resources.openstack.heat import instance_group
+from heat.engine.resources.openstack.heat import resource_group
 from heat.engine.resources import stack_resource
 from heat.engine import stack as parser
 from heat.objects import event as event_object
@@ -32,6 +34,7 @@ from oslo_log import log as logging
 from heat_health.engine import marking
 from heat_health.engine.recovery import heat_rows
 from heat_health.engine.recovery import stack_owner
+from heat_health.objects import marking as marking_object
 
 LOG = logging.getLogger(__name__)
 
@@ -66,6 +69,17 @@ ResourceState = collections.namedtuple(
 # A resource row in these states has not (yet) become a server in service.
 _NOT_CREATED = frozenset([('INIT', 'COMPLETE'), ('CREATE', 'IN_PROGRESS'),
                           ('CREATE', 'FAILED')])
+
+# Heat's groups, whose members are the resources of their nested stack:
+# ResourceGroup, and InstanceGroup with the AutoScalingGroups (AWS's and
+# OS::Heat's) that derive from it.
+GROUPS = (resource_group.ResourceGroup, instance_group.InstanceGroup)
+
+# What recovery records of a group member it replaces whole: the group's
+# nested stack, the member's name in it, and the member's own nested stack
+# (which holds the server, at any depth).
+MEMBER_KEYS = (MEMBER_STACK, MEMBER_NAME, MEMBER_NESTED) = (
+    'stack_id', 'name', 'nested_id')
 
 
 class NotActionable(Exception):
@@ -155,7 +169,8 @@ class HeatReplacer(stack_owner.OwnerContexts):
                 resource_name, stack.name, rsrc.resource_id, server_id))
         return stack, rsrc
 
-    def mark_failed(self, stack_id, resource_name, reason, server_id=None):
+    def mark_failed(self, stack_id, resource_name, reason, server_id=None,
+                    member=None):
         """Mark the resource CHECK_FAILED, as the PATCH API does.
 
         Same code as the API (Heat's lock honoured: ActionInProgress while
@@ -163,45 +178,185 @@ class HeatReplacer(stack_owner.OwnerContexts):
         SOURCE_RECOVERY), acting as the stack's owner. Returns the physical
         id marked, the server Heat will replace.
 
+        With ``member`` (as member_of found it), the group member holding
+        the server is marked instead, while it still holds it through its
+        nested stack: Heat then replaces the member whole, its server,
+        ports and volumes. Its nested stack's id is returned.
+
         Raises ServerMoved when the resource no longer holds ``server_id``
-        (an update already replaced it: its new server is not marked),
-        NotActionable for a resource with a nested stack (a group or
-        template resource: Heat would replace its whole nested stack) or
-        one being deleted (marking it does nothing).
+        (an update already replaced it: its new server is not marked) or
+        the member no longer holds the server, NotActionable for a resource
+        with a nested stack (a group or template resource: Heat would
+        replace its whole nested stack) unless it is that member, or one
+        being deleted (marking it does nothing).
         """
+        if member is not None:
+            return self._mark_member(stack_id, resource_name, reason,
+                                     server_id, member)
         stack, rsrc = self._holding(stack_id, resource_name, server_id)
         if isinstance(rsrc, stack_resource.StackResource):
             raise NotActionable(
                 'Resource %s of stack %s has a nested stack: marking it '
                 'would replace all of it' % (resource_name, stack.name))
+        return self._mark(stack, rsrc, reason)
+
+    def _mark(self, stack, rsrc, reason):
         if rsrc.action == rsrc.DELETE:
             raise NotActionable('Resource %s of stack %s is %s_%s' % (
-                resource_name, stack.name, rsrc.action, rsrc.status))
+                rsrc.name, stack.name, rsrc.action, rsrc.status))
         marking.mark(stack.context, self.engine_id, stack, rsrc, True,
                      reason, SOURCE_RECOVERY, stack.root_stack_id())
         if rsrc.state != (rsrc.CHECK, rsrc.FAILED):
             # Deleted while we waited for the lock.
             raise NotActionable('Resource %s of stack %s is %s_%s' % (
-                resource_name, stack.name, rsrc.action, rsrc.status))
+                rsrc.name, stack.name, rsrc.action, rsrc.status))
         return rsrc.resource_id
+
+    def _mark_member(self, stack_id, resource_name, reason, server_id,
+                     member):
+        ctxt = heat_rows.reader()
+        self._held_by_member(ctxt, stack_id, resource_name, server_id,
+                             member)
+        group = self._load(ctxt, member[MEMBER_STACK])
+        rsrc = group[member[MEMBER_NAME]]
+        if rsrc.resource_id != member[MEMBER_NESTED]:
+            raise ServerMoved('Member %s of stack %s holds stack %s, not '
+                              '%s' % (rsrc.name, group.name, rsrc.resource_id,
+                                      member[MEMBER_NESTED]))
+        return self._mark(group, rsrc, reason)
+
+    def member_of(self, root_stack_id, stack_id, resource_name, server_id):
+        """The group member to replace whole for the server, or None.
+
+        The resource of a group's nested stack (a member of a
+        ResourceGroup, AutoScalingGroup or InstanceGroup) whose own nested
+        stack holds, at any depth, the server resource ``resource_name``
+        of ``stack_id``: a provider template (or AWS::CloudFormation::Stack)
+        member, say a server with its port and volume. None when the server is
+        itself a member of the nearest group above it, or no group below
+        the policy's stack ``root_stack_id`` holds it: the server alone is
+        then replaced. Returns {MEMBER_STACK, MEMBER_NAME, MEMBER_NESTED}.
+
+        Raises ServerMoved when the resource no longer holds
+        ``server_id``.
+        """
+        ctxt = heat_rows.reader()
+        stack = heat_rows.stack_state(ctxt, stack_id)
+        self._server_held(ctxt, stack, resource_name, server_id)
+        return self._nearest_member(ctxt, stack, root_stack_id)
+
+    def _nearest_member(self, ctxt, stack, root_stack_id=None):
+        """The member of the nearest group above the stack (a row), or None.
+
+        None too when the stack is that group's own nested stack.
+        """
+        child = None
+        while stack.id != root_stack_id and stack.owner_id is not None:
+            if self._is_group_stack(ctxt, stack):
+                if child is None:
+                    return None
+                return {MEMBER_STACK: stack.id,
+                        MEMBER_NAME: child.parent_resource_name,
+                        MEMBER_NESTED: child.id}
+            child, stack = stack, heat_rows.stack_state(ctxt,
+                                                        stack.owner_id)
+        return None
+
+    def _is_group_stack(self, ctxt, stack):
+        """Whether the stack (a row) is the nested stack of a group."""
+        if stack.owner_id is None or not stack.parent_resource_name:
+            return False
+        parent = self._load(ctxt, stack.owner_id)
+        return (stack.parent_resource_name in parent and
+                isinstance(parent[stack.parent_resource_name], GROUPS))
+
+    @staticmethod
+    def _server_held(ctxt, stack, resource_name, server_id):
+        row = heat_rows.current_row(ctxt, stack, resource_name)
+        if server_id is not None and row.physical_resource_id != server_id:
+            raise ServerMoved('Resource %s of stack %s holds %s, not %s' % (
+                resource_name, stack.name, row.physical_resource_id,
+                server_id))
+
+    def _held_by_member(self, ctxt, stack_id, resource_name, server_id,
+                        member):
+        """ServerMoved unless the member holds the server as recorded.
+
+        The resource of ``stack_id`` holds the server, ``stack_id`` is the
+        member's nested stack or below it, and the member's current row
+        holds that nested stack (not a replacement's).
+        """
+        stack = heat_rows.stack_state(ctxt, stack_id)
+        self._server_held(ctxt, stack, resource_name, server_id)
+        while stack.id != member[MEMBER_NESTED]:
+            if stack.owner_id is None:
+                raise ServerMoved('Stack %s is not in member %s' % (
+                    stack_id, member[MEMBER_NAME]))
+            stack = heat_rows.stack_state(ctxt, stack.owner_id)
+        group = heat_rows.stack_state(ctxt, member[MEMBER_STACK])
+        row = heat_rows.current_row(ctxt, group, member[MEMBER_NAME])
+        if (stack.owner_id != group.id or
+                row.physical_resource_id != member[MEMBER_NESTED]):
+            raise ServerMoved('Member %s of stack %s holds stack %s, not '
+                              '%s' % (member[MEMBER_NAME], group.name,
+                                      row.physical_resource_id,
+                                      member[MEMBER_NESTED]))
+        return group, row
 
     def clear_mark(self, stack_id, resource_name, server_id, reason):
         """Clear a CHECK_FAILED recovery set, while it holds that server.
 
         As a user's ``mark_unhealthy: false`` does, so the next stack
-        update does not replace a server that healed. True if cleared;
-        False when there is nothing of ours to clear (the server was
-        replaced, or the resource is no longer CHECK_FAILED).
+        update does not replace a server that healed: on the server's
+        resource, and on the group member holding it when recovery marked
+        that member (``replace: MEMBER``). True if cleared; False when
+        there is nothing of ours to clear (the server was replaced, or
+        neither is CHECK_FAILED).
         """
         try:
             stack, rsrc = self._holding(stack_id, resource_name, server_id)
         except (ServerMoved, exception.ResourceNotFound,
                 exception.EntityNotFound):
             return False
+        cleared = False
+        if rsrc.state == (rsrc.CHECK, rsrc.FAILED):
+            marking.mark(stack.context, self.engine_id, stack, rsrc, False,
+                         reason, SOURCE_RECOVERY, stack.root_stack_id())
+            cleared = True
+        return self._clear_member_mark(stack_id, resource_name, server_id,
+                                       reason) or cleared
+
+    def _clear_member_mark(self, stack_id, resource_name, server_id, reason):
+        """Clear the CHECK_FAILED recovery set on the server's member.
+
+        Only while that member holds the server and recovery's marking is
+        the latest of it: a user's own mark of the member stays.
+        """
+        ctxt = heat_rows.reader()
+        try:
+            member = self._nearest_member(
+                ctxt, heat_rows.stack_state(ctxt, stack_id))
+            if member is None:
+                return False
+            _group, row = self._held_by_member(ctxt, stack_id, resource_name,
+                                               server_id, member)
+        except (ServerMoved, exception.ResourceNotFound,
+                exception.EntityNotFound):
+            return False
+        if (row.action, row.status) != ('CHECK', 'FAILED'):
+            return False
+        last = marking_object.Marking.last_of(member[MEMBER_NESTED],
+                                              member[MEMBER_STACK],
+                                              member[MEMBER_NAME])
+        if last is None or last.source != SOURCE_RECOVERY or \
+                not last.mark_unhealthy:
+            return False
+        group = self._load(ctxt, member[MEMBER_STACK])
+        rsrc = group[member[MEMBER_NAME]]
         if rsrc.state != (rsrc.CHECK, rsrc.FAILED):
             return False
-        marking.mark(stack.context, self.engine_id, stack, rsrc, False,
-                     reason, SOURCE_RECOVERY, stack.root_stack_id())
+        marking.mark(group.context, self.engine_id, group, rsrc, False,
+                     reason, SOURCE_RECOVERY, group.root_stack_id())
         return True
 
     def _group_sized_by_members(self, ctxt, stack):
@@ -294,13 +449,20 @@ class HeatReplacer(stack_owner.OwnerContexts):
             {heat_rpc_api.PARAM_EXISTING: True})
         return target.id
 
-    def replaced(self, stack_id, resource_name, old_physical_id):
+    def replaced(self, stack_id, resource_name, old_physical_id,
+                 member=None):
         """Whether the resource now holds a server other than the old one.
 
         A replacement not created yet (or whose create failed) does not
         count, so a restarted engine never takes a half-done replacement
-        for a finished one. Raises as resource() does.
+        for a finished one. With ``member`` (recorded by member_of), whether
+        that member now holds another nested stack, created: its server,
+        ports and volumes all new. Raises as resource() does.
         """
+        if member is not None:
+            stack_id, resource_name, old_physical_id = (
+                member[MEMBER_STACK], member[MEMBER_NAME],
+                member[MEMBER_NESTED])
         now = self.resource(stack_id, resource_name)
         return (bool(now.physical_id) and
                 now.physical_id != old_physical_id and

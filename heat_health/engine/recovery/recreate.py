@@ -9,11 +9,22 @@ the gather window, is replaced by one stack update, asked for after each
 one's ``updating`` is stored, and again only for those an update ended
 without replacing. The registry's sync sees each new server and verifies
 it.
+
+With ``replace: MEMBER`` the resource marked is the group member that
+holds the server (a provider template or nested stack member of a group:
+the server with its ports and volumes), recorded in the recovery as
+``member`` before it is marked, so that whoever carries the recovery on
+marks, updates for and watches that same member. Heat replaces it whole;
+the target follows its server into the new member's stack (the registry's
+sync, by its path).
 """
 
 import collections
 import datetime
+import threading
+import zlib
 
+from heat.common import exception as heat_exc
 from oslo_log import log as logging
 import oslo_messaging
 
@@ -21,6 +32,7 @@ from heat_health.engine.monitor import states
 from heat_health.engine.recovery import heat_replace
 from heat_health.engine.recovery import nova_actions
 from heat_health.engine.recovery import planner
+from heat_health.policy import spec as policy_spec
 
 LOG = logging.getLogger(__name__)
 
@@ -33,6 +45,34 @@ MAX_UPDATES = 3
 # vm_states of a server fenced by a stop, and by a delete.
 _GONE = frozenset(['deleted', 'soft-delete'])
 _STOPPED = _GONE | {'stopped'}
+# Seconds a member replaced whole may leave its target where it was (the
+# old member's stack gone, the update over) before the recovery fails: the
+# registry's sync moves the target to the new member's server as soon as
+# it sees it, unless the new member holds no server at its path.
+UNMOVED_SECONDS = 60
+# Locks on asking for the update of a stack, one per stack by its hash.
+_UPDATE_LOCKS = tuple(threading.Lock() for _i in range(64))
+
+
+def marked_place(target, recovery=None):
+    """(stack id, name) of the resource a RECREATE marks for the target.
+
+    The group member recorded in its recovery (``replace: MEMBER``), else
+    the server's own resource.
+    """
+    if recovery is None:
+        recovery = target.recovery
+    member = (recovery or {}).get('member')
+    if member:
+        return (member[heat_replace.MEMBER_STACK],
+                member[heat_replace.MEMBER_NAME])
+    return target.stack_id, target.resource_name
+
+
+def _member_args(recovery):
+    """The replacer's keyword naming the member, if one is recorded."""
+    member = (recovery or {}).get('member')
+    return {'member': member} if member else {}
 
 
 class RecreateStages(object):
@@ -67,8 +107,13 @@ class RecreateStages(object):
             if not self._fence(policy, target, recovery, old, nova):
                 return
         try:
+            if not self._find_member(policy, target, recovery, old):
+                return
             updated = self.replacer.stack_to_update(
-                policy.stack_id, target.stack_id, target.resource_name)
+                policy.stack_id, *marked_place(target, recovery))
+        except heat_replace.ServerMoved as e:
+            LOG.info('RECREATE of %(p)s: %(e)s', {'p': target.path, 'e': e})
+            return
         except Exception as e:
             return self._failed(policy, target, 'its stack cannot be '
                                 'read: %s' % e)
@@ -76,9 +121,11 @@ class RecreateStages(object):
             # Our update runs: marked once it ends, for the next one.
             return
         reason = 'RECREATE: %s' % (recovery.get('detected') or 'unhealthy')
+        member = recovery.get('member')
         try:
             self.replacer.mark_failed(target.stack_id, target.resource_name,
-                                      reason[:255], server_id=old)
+                                      reason[:255], server_id=old,
+                                      **_member_args(recovery))
         except heat_replace.ServerMoved as e:
             # An earlier update replaced it already: the registry's next
             # sync verifies the new server.
@@ -87,8 +134,33 @@ class RecreateStages(object):
         except Exception as e:
             return self._failed(policy, target, 'could not mark the '
                                 'resource CHECK_FAILED: %s' % e)
-        self._to_update(target, recovery, 'marked CHECK_FAILED: server %s '
-                        'to be replaced' % old)
+        if member:
+            done = ('marked member %s CHECK_FAILED: server %s to be '
+                    'replaced with its whole member (stack %s)' % (
+                        member[heat_replace.MEMBER_NAME], old,
+                        member[heat_replace.MEMBER_NESTED]))
+        else:
+            done = 'marked CHECK_FAILED: server %s to be replaced' % old
+        self._to_update(target, recovery, done)
+
+    def _find_member(self, policy, target, recovery, old):
+        """Record the group member to replace whole, before it is marked.
+
+        Only with ``replace: MEMBER`` and only once: a member recorded is
+        the one marked, updated for and watched by whichever engine
+        carries the recovery on. A server that is itself a group's member,
+        or in no group, is replaced alone. False when the record could not
+        be stored (tried again at the next pass).
+        """
+        if (recovery.get('member') or
+                policy.spec.recovery.replace != policy_spec.MEMBER):
+            return True
+        member = self.replacer.member_of(policy.stack_id, target.stack_id,
+                                         target.resource_name, old)
+        if member is None:
+            return True
+        recovery['member'] = member
+        return self._store_stage(target, recovery, None)
 
     def _fence(self, policy, target, recovery, old, nova):
         """Stop the old server, once; True once Nova shows it stopped.
@@ -187,12 +259,13 @@ class RecreateStages(object):
             old = recovery.get('old_server_id') or target.server_id
             try:
                 if self.replacer.replaced(target.stack_id,
-                                          target.resource_name, old):
+                                          target.resource_name, old,
+                                          **_member_args(recovery)):
                     # Another update (a user's) replaced it meanwhile:
                     # the registry's next sync verifies the new server.
                     continue
                 stack_id = self.replacer.stack_to_update(
-                    policy.stack_id, target.stack_id, target.resource_name)
+                    policy.stack_id, *marked_place(target))
             except Exception as e:
                 self._failed(policy, target, 'heat-engine did not update '
                              'the stack: %s' % e)
@@ -203,12 +276,22 @@ class RecreateStages(object):
                 continue
             groups.setdefault(stack_id, []).append(target)
         for stack_id, targets in groups.items():
-            if self.replacer.stack_status(stack_id)[1] == 'IN_PROGRESS':
-                LOG.info('Replacement of %(n)d servers waits for the '
-                         'update of stack %(s)s to end',
-                         {'n': len(targets), 's': stack_id})
-                continue
-            self._replace_together(policy, stack_id, targets)
+            # Steps of one policy run side by side (members of one group
+            # each marked in a stack of its own share the group's update):
+            # one asks for it, the others find it running.
+            with self._stack_lock(stack_id):
+                if self.replacer.stack_status(stack_id)[1] == 'IN_PROGRESS':
+                    LOG.info('Replacement of %(n)d servers waits for the '
+                             'update of stack %(s)s to end',
+                             {'n': len(targets), 's': stack_id})
+                    continue
+                self._replace_together(policy, stack_id, targets)
+
+    @staticmethod
+    def _stack_lock(stack_id):
+        """The lock on asking for an update of the stack, in this process."""
+        return _UPDATE_LOCKS[zlib.crc32(stack_id.encode()) %
+                             len(_UPDATE_LOCKS)]
 
     def _replace_together(self, policy, stack_id, targets):
         """Store ``updating`` for each target, then one update of stack_id."""
@@ -223,9 +306,12 @@ class RecreateStages(object):
             recovery.update(stage=UPDATING, update_at=now,
                             updates=recovery.get('updates', 0) + 1)
             reason = ('stack update (existing) requested to replace server '
-                      '%s%s' % (old, ' with %d other%s (%s)' % (
-                          others, 's' if others > 1 else '',
-                          ', '.join(olds)) if others else ''))
+                      '%s%s%s' % (old, ' with its member %s' % (
+                          recovery['member'][heat_replace.MEMBER_NAME])
+                          if recovery.get('member') else '',
+                          ' with %d other%s (%s)' % (
+                              others, 's' if others > 1 else '',
+                              ', '.join(olds)) if others else ''))
             if self._store_stage(target, recovery, reason):
                 batch.append((target, recovery))
         if not batch:
@@ -251,7 +337,7 @@ class RecreateStages(object):
         """
         try:
             updated = self.replacer.update_target(
-                policy.stack_id, target.stack_id, target.resource_name)
+                policy.stack_id, *marked_place(target))
         except oslo_messaging.MessagingTimeout as e:
             # It may still run: the next pass sees what became of it.
             LOG.warning('heat-engine did not answer the update replacing '
@@ -272,26 +358,56 @@ class RecreateStages(object):
     def _recreate_update(self, policy, target, recovery):
         old = recovery.get('old_server_id') or target.server_id
         if self.replacer.replaced(target.stack_id, target.resource_name,
-                                  old):
+                                  old, **_member_args(recovery)):
             # Done: the registry's next sync verifies the new server.
+            if recovery.get('member'):
+                self._not_moved(policy, target, recovery)
             return
+        place = marked_place(target, recovery)
         updated = recovery.get('updated_stack') or (
-            self.replacer.stack_to_update(policy.stack_id, target.stack_id,
-                                          target.resource_name))
+            self.replacer.stack_to_update(policy.stack_id, *place))
         action, status = self.replacer.stack_status(updated)
         if status == 'IN_PROGRESS':
             return
         if status == 'FAILED':
             return self._failed(policy, target, 'the stack update failed: '
                                 '%s_%s' % (action, status))
-        resource = self.replacer.resource(target.stack_id,
-                                          target.resource_name)
+        resource = self.replacer.resource(*place)
         if (resource.action, resource.status) != ('CHECK', 'FAILED'):
-            return self._failed(policy, target, 'the resource is %s_%s and '
+            return self._failed(policy, target, 'the %s is %s_%s and '
                                 'was not replaced' % (
+                                    'member' if recovery.get('member')
+                                    else 'resource',
                                     resource.action, resource.status))
         if recovery.get('updates', 0) >= MAX_UPDATES:
             return self._failed(policy, target, 'the update was superseded '
                                 '%d times' % MAX_UPDATES)
         self._to_update(target, recovery, 'the stack update ended without '
                         'replacing server %s: asked again' % old)
+
+    def _not_moved(self, policy, target, recovery):
+        """A member replaced whole whose target stays where it was.
+
+        The registry's sync moves the target to the new member's server
+        as soon as it sees it. Once the update is over and the old
+        member's stack gone for UNMOVED_SECONDS, the new member holds no
+        server at the target's path (its template changed meanwhile):
+        the recovery fails rather than wait for ever.
+        """
+        try:
+            self.replacer.stack_status(target.stack_id)
+            gone = False
+        except heat_exc.EntityNotFound:
+            gone = True
+        unmoved = self.__dict__.setdefault('_unmoved', {})
+        if not gone:
+            unmoved.pop(target.id, None)
+            return
+        now = self._clock()
+        since = unmoved.setdefault(target.id, now)
+        if now - since >= datetime.timedelta(seconds=UNMOVED_SECONDS):
+            unmoved.pop(target.id, None)
+            self._failed(policy, target, 'member %s was replaced but holds '
+                         'no server at %s' % (
+                             recovery['member'][heat_replace.MEMBER_NAME],
+                             target.path))
