@@ -14,6 +14,9 @@ to the given values.  Reads from the environment:
     LC_READER_PASSWORD
     LC_OCTAVIA_URL      e.g. http://127.0.0.1:9876 (Octavia is left out
                         when unset)
+    LC_MISTRAL_URL      e.g. http://127.0.0.1:8989/v2 (when unset, Mistral's
+                        catalog entry and service user are removed if an
+                        earlier run made them)
 """
 
 import os
@@ -161,6 +164,7 @@ class Setup(object):
                      {'public': cfn_url, 'internal': cfn_url})
         self.fakecloud(service_project)
         self.octavia(service_project)
+        self.mistral(service_project)
 
     def octavia(self, service_project):
         """Octavia's service user and catalog entry.
@@ -176,6 +180,29 @@ class Setup(object):
         self.grant('admin', octavia, project=service_project)
         self.service('octavia', 'load-balancer', 'Octavia Load Balancing',
                      {'public': url, 'internal': url, 'admin': url})
+
+    def mistral(self, service_project):
+        """Mistral's service user and catalog entry, or neither.
+
+        Clients tell whether the cloud has Mistral by the catalog: without
+        LC_MISTRAL_URL, what an earlier run made for it goes. Mistral's
+        default policy lets a project's members run their own workflows.
+        """
+        url = ENV.get('LC_MISTRAL_URL')
+        if url:
+            mistral = self.user('mistral', ENV['LC_SERVICE_PASSWORD'])
+            self.grant('admin', mistral, project=service_project)
+            self.service('mistral', 'workflowv2', 'Workflow Service',
+                         {'public': url, 'internal': url, 'admin': url})
+            return
+        for service in self.ks.services.list(type='workflowv2'):
+            for endpoint in self.ks.endpoints.list(service=service):
+                self.ks.endpoints.delete(endpoint)
+            self.ks.services.delete(service)
+        user = _first(self.ks.users.list(name='mistral',
+                                         domain=DEFAULT_DOMAIN))
+        if user is not None:
+            self.ks.users.delete(user)
 
 
 if __name__ == '__main__':
