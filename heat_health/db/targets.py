@@ -83,8 +83,11 @@ def target_reset(stack_id, resource_name, reason):
             row.state_reason = reason[:255]
             row.state_since = now
             # Drained members still get their weight back; the user's
-            # reset cleared the resource's CHECK_FAILED itself.
-            row.recovery = leftovers(row.recovery, marked=False)
+            # reset cleared the resource's CHECK_FAILED itself, not that
+            # of the group member a RECREATE marked (replace: MEMBER),
+            # which is cleared once the server is seen healthy.
+            row.recovery = leftovers(row.recovery, marked=bool(
+                (row.recovery or {}).get('member')))
             row.attempts = 0
             row.first_attempt_at = None
             row.next_attempt_at = None

@@ -143,6 +143,28 @@ def policy_shape(rnd):
     return kwargs, limit
 
 
+def member_shape(rnd, kwargs):
+    """Whether RECREATE replaces whole members; where Heat shows a gap.
+
+    Most worlds of template members (a stack each) whose ladder may
+    RECREATE replace the member whole (``replace: MEMBER``): the target's
+    stack id changes with each replacement; half of those RECREATE at
+    once. In a third of them the place holds no server while a member is
+    replaced (legacy Heat). Returns whether there is such a gap; sets
+    ``replace`` (and the ladder) in the policy.
+    """
+    recovery = kwargs['policy']['recovery']
+    ladder = recovery.get('actions')
+    recreates = not ladder or 'RECREATE' in [a['name'] for a in ladder]
+    if kwargs['nested'] != 'members' or not recreates or \
+            rnd.random() >= 0.7:
+        return False
+    recovery['replace'] = 'MEMBER'
+    if rnd.random() < 0.5:
+        recovery['actions'] = [{'name': 'RECREATE'}]
+    return rnd.random() < 0.35
+
+
 def _describe(kwargs, engines, limit):
     recovery = kwargs['policy']['recovery']
     ladder = recovery.get('actions')
@@ -160,7 +182,9 @@ def _describe(kwargs, engines, limit):
             (', poll URLs, policy-shared on policy-0\'s servers'
              if kwargs.get('shared') else '') +
             (', %d takeover per claim' % kwargs['take_limit']
-             if kwargs.get('take_limit') else ''))
+             if kwargs.get('take_limit') else '') +
+            (', members replaced whole' if recovery.get('replace') ==
+             'MEMBER' else ''))
 
 
 def _no_yield(world):
@@ -185,7 +209,10 @@ class Explorer(object):
         # Every other run takes over one policy per claim (the random
         # draws of the shape stay as they were for each seed).
         kwargs['take_limit'] = 1 if seed % 2 else None
-        self.shape = _describe(kwargs, engines, self.limit)
+        # Drawn apart, so that each seed's other draws stay as they were.
+        member_gap = member_shape(random.Random(seed * 7919 + 1), kwargs)
+        self.shape = _describe(kwargs, engines, self.limit) + (
+            ' (none shown while one is replaced)' if member_gap else '')
         cfg.CONF.set_override('max_concurrent_recoveries', self.limit,
                               group='heat_health')
         self.trace = collections.deque(maxlen=TRACE_STEPS)
@@ -196,6 +223,7 @@ class Explorer(object):
         try:
             self.world = world_mod.World(engines=engines, seed=seed,
                                          **kwargs)
+            self.world.heat.member_gap = member_gap
             _no_yield(self.world)
             if hook is not None:
                 hook(self.world)

@@ -20,6 +20,13 @@ stack is suspended), with Heat 27's behaviour (reference/heat-internals.md §8):
 * any update replaces CHECK_FAILED servers, a user's too; a second update
   of a stack, or of a stack above it, while one runs supersedes it
   (convergence): the replacements go on;
+* a CHECK_FAILED group member made from a template (``replace: MEMBER``)
+  is replaced whole: a new member stack, under a new id, with a new
+  server (on a new port: a new address); the old stack and server are
+  deleted when the update completes. Until the new member's server shows
+  (half the update) the place holds the old member's server, as Heat's
+  resolver sees it in convergence, or, with ``member_gap``, no server at
+  all (legacy: the old member moved to a backup stack);
 * suspend and resume stop and start the servers through Nova.
 
 Faults: any call can raise (``faults``), before or after its effect (an
@@ -47,13 +54,18 @@ SUSPEND_SECONDS = 4
 IMAGE = 'img-0001'
 
 Mark = collections.namedtuple('Mark', ['at', 'stack_id', 'resource_name',
-                                       'physical_id', 'source', 'reason'])
+                                       'physical_id', 'source', 'reason',
+                                       'server_id'], defaults=(None,))
+"""``server_id``: the server a mark of its group member was about."""
 UpdateRequest = collections.namedtuple('UpdateRequest', [
     'at', 'stack_id', 'kind', 'superseded', 'marked', 'root_id'])
 """``stack_id``: the stack updated (its tree); ``marked``: the places
 CHECK_FAILED it set out to replace."""
 Replacement = collections.namedtuple('Replacement', [
-    'at', 'stack_id', 'resource_name', 'old', 'new', 'outcome'])
+    'at', 'stack_id', 'resource_name', 'old', 'new', 'outcome', 'marked'],
+    defaults=(None,))
+"""Of the server at (``stack_id``, ``resource_name``); ``marked``: the
+(stack id, name, physical id) of the member replaced whole with it."""
 Event = collections.namedtuple('Event', ['at', 'stack_id', 'resource_name',
                                          'action', 'status', 'reason'])
 
@@ -65,7 +77,7 @@ def timeout(call=None, key=None):
 
 class Resource(object):
     __slots__ = ('name', 'type', 'physical_id', 'action', 'status',
-                 'reason', 'image')
+                 'reason', 'image', 'replacing')
 
     def __init__(self, name, rtype, physical_id, image=None):
         self.name = name
@@ -74,6 +86,9 @@ class Resource(object):
         self.action, self.status = 'CREATE', 'COMPLETE'
         self.reason = ''
         self.image = image
+        # A member replaced whole: (the old member's stack id, when the
+        # new one's server shows), until the update ends.
+        self.replacing = None
 
     @property
     def state(self):
@@ -95,11 +110,13 @@ class Stack(object):
 class _Operation(object):
     """A stack action under way: ends at ``until``."""
 
-    def __init__(self, kind, until, busy=(), replacing=None):
+    def __init__(self, kind, until, busy=(), replacing=None, members=None):
         self.kind = kind
         self.until = until
         self.busy = set(busy)          # places a user's update touches
         self.replacing = replacing or {}   # place -> old server id
+        # member place -> (old member stack id, old server id)
+        self.members = members or {}
 
 
 class HeatDouble(object):
@@ -124,8 +141,11 @@ class HeatDouble(object):
         self._ops = {}               # stack id -> _Operation
         # replacement_update_stack = own: the stack holding the resource.
         self.update_own = True
+        # No server at a member's place while it is replaced (legacy).
+        self.member_gap = False
         self._addresses = 0
         self._updates_started = 0
+        self._members_made = 0
 
     # Building the world
 
@@ -215,18 +235,39 @@ class HeatDouble(object):
     # What the monitor resolves from Heat's database
 
     def _tree(self, root_id):
-        """(stack, resource, path) of every server resource under root."""
+        """(stack, resource, path) of every server resource under root.
+
+        As Heat's resolver finds them: a member being replaced whole shows
+        its old stack's servers until the new one's server shows (or,
+        with ``member_gap``, none).
+        """
         found = []
+        now = self._clock()
 
         def walk(stack, prefix):
             for rsrc in stack.resources.values():
                 if rsrc.type == SERVER:
                     found.append((stack, rsrc, prefix + rsrc.name))
-                elif rsrc.type in (GROUP, MEMBER) and \
-                        rsrc.physical_id in self.stacks:
-                    walk(self.stacks[rsrc.physical_id],
-                         prefix + rsrc.name + '/')
+                    continue
+                nested = rsrc.physical_id
+                if rsrc.replacing is not None and now < rsrc.replacing[1]:
+                    nested = None if self.member_gap else rsrc.replacing[0]
+                if rsrc.type in (GROUP, MEMBER) and nested in self.stacks:
+                    walk(self.stacks[nested], prefix + rsrc.name + '/')
         walk(self.stacks[root_id], '')
+        return found
+
+    def _resources(self, top_id):
+        """(stack, resource) of every resource under top, as they are."""
+        found = []
+
+        def walk(stack):
+            for rsrc in stack.resources.values():
+                found.append((stack, rsrc))
+                if rsrc.type in (GROUP, MEMBER) and \
+                        rsrc.physical_id in self.stacks:
+                    walk(self.stacks[rsrc.physical_id])
+        walk(self.stacks[top_id])
         return found
 
     def places(self, root_id):
@@ -300,16 +341,29 @@ class HeatDouble(object):
         previous = [key for key, op in self._ops.items()
                     if op.kind == 'update' and top_id in self._chain(key)]
         superseded = bool(previous)
-        replacing, touched = {}, set()
+        seconds = self.update_seconds if seconds is None else seconds
+        replacing, members, touched = {}, {}, set()
         for key in previous:
             op = self._ops.pop(key)
             replacing.update(op.replacing)
+            members.update(op.members)
             touched |= op.busy
         marked = []
-        for stack, rsrc, _path in self._tree(top_id):
-            if rsrc.state != ('CHECK', 'FAILED'):
+        found = self._resources(top_id)
+        # A member replaced whole takes what its stack holds with it.
+        whole = {rsrc.physical_id for _stack, rsrc in found
+                 if rsrc.type == MEMBER and
+                 rsrc.state == ('CHECK', 'FAILED')}
+        for stack, rsrc in found:
+            if rsrc.state != ('CHECK', 'FAILED') or rsrc.type not in (
+                    SERVER, MEMBER) or stack.id in whole:
                 continue
             marked.append((stack.id, rsrc.name))
+            if rsrc.type == MEMBER:
+                members[(stack.id, rsrc.name)] = self._new_member(
+                    stack, rsrc, now + datetime.timedelta(
+                        seconds=seconds / 2.0))
+                continue
             old = rsrc.physical_id
             address = self._address()
             new = self.nova.create('%s-%s' % (stack.name, rsrc.name),
@@ -328,16 +382,72 @@ class HeatDouble(object):
             if top_id in self._chain(stack.id):
                 stack.traversal = 'traversal-%d' % self._updates_started
         self._ops[top_id] = _Operation(
-            'update', now + datetime.timedelta(
-                seconds=self.update_seconds if seconds is None else seconds),
-            touched, replacing)
+            'update', now + datetime.timedelta(seconds=seconds), touched,
+            replacing, members)
         self.updates.append(UpdateRequest(now, top_id, kind, superseded,
                                           tuple(marked),
                                           self._root_of(top_id)))
 
+    def _new_member(self, group, rsrc, shows_at):
+        """A member's replacement: a new stack, server and port.
+
+        Returns (the old member's stack id, its server's id).
+        """
+        old_stack = self.stacks[rsrc.physical_id]
+        old_server = old_stack.resources['server'].physical_id
+        self._members_made += 1
+        member = Stack('%s-%s-r%d' % (group.id, rsrc.name, self._members_made),
+                       '%s-%s' % (group.name, rsrc.name), owner_id=group.id,
+                       parent=rsrc.name)
+        member.action, member.status = 'CREATE', 'IN_PROGRESS'
+        self.stacks[member.id] = member
+        address = self._address()
+        image = old_stack.resources['server'].image
+        server = Resource('server', SERVER, self.nova.create(
+            '%s-server' % member.name, image, [address]), image)
+        server.action, server.status = 'CREATE', 'IN_PROGRESS'
+        member.resources['server'] = server
+        rsrc.replacing = (old_stack.id, shows_at)
+        rsrc.physical_id = member.id
+        rsrc.action, rsrc.status = 'CREATE', 'IN_PROGRESS'
+        return old_stack.id, old_server
+
+    def _finish_member(self, root_id, place, old):
+        """The member's replacement ends: the old member goes, or stays."""
+        group_id, name = place
+        rsrc = self.stacks[group_id].resources[name]
+        member = self.stacks[rsrc.physical_id]
+        server = member.resources['server']
+        found = self.nova.find(server.physical_id)
+        rsrc.replacing = None
+        if (found is None or found.deleted or found.vm_state != 'active' or
+                found.task_state):
+            for item in (rsrc, server):
+                item.action, item.status = 'CREATE', 'FAILED'
+            member.action, member.status = 'CREATE', 'FAILED'
+            outcome = 'failed'
+        else:
+            for item in (rsrc, server):
+                item.action, item.status = 'CREATE', 'COMPLETE'
+                item.reason = ''
+            member.action, member.status = 'CREATE', 'COMPLETE'
+            self.nova.delete_now(old[1])
+            self.stacks.pop(old[0], None)
+            self._follow(root_id, old[1], server.physical_id)
+            outcome = 'replaced'
+        self.replacements.append(Replacement(
+            self._clock(), old[0], 'server', old[1], server.physical_id,
+            outcome, (group_id, name, old[0])))
+        return outcome == 'failed'
+
     def _finish_update(self, top_id, op):
         failed = False
+        for place, old in sorted(op.members.items()):
+            failed = self._finish_member(self._root_of(top_id), place,
+                                         old) or failed
         for (stack_id, name), old in sorted(op.replacing.items()):
+            if stack_id not in self.stacks:
+                continue    # in a member since replaced whole
             rsrc = self.stacks[stack_id].resources[name]
             server = self.nova.find(rsrc.physical_id)
             if (server is None or server.deleted or
@@ -355,6 +465,8 @@ class HeatDouble(object):
                 self._clock(), stack_id, name, old, rsrc.physical_id,
                 outcome))
         for stack_id, name in op.busy:
+            if stack_id not in self.stacks:
+                continue
             rsrc = self.stacks[stack_id].resources[name]
             if rsrc.status == 'IN_PROGRESS':
                 rsrc.action, rsrc.status = 'UPDATE', 'COMPLETE'
@@ -481,46 +593,110 @@ class HeatDouble(object):
         return heat_replace.ResourceState(rsrc.physical_id, rsrc.action,
                                           rsrc.status, rsrc.reason)
 
-    def mark_failed(self, stack_id, resource_name, reason, server_id=None):
+    def mark_failed(self, stack_id, resource_name, reason, server_id=None,
+                    member=None):
         self._enter('mark_failed', stack_id)
         stack, rsrc = self._resource(stack_id, resource_name)
         if server_id is not None and rsrc.physical_id != server_id:
             raise heat_replace.ServerMoved('Resource %s holds %s, not %s' % (
                 resource_name, rsrc.physical_id, server_id))
-        acting = self._acting_on(stack_id)
+        if member is not None:
+            stack, rsrc = self._member_holding(stack_id, member)
+        acting = self._acting_on(stack.id)
         if acting is not None:
             raise heat_exc.ActionInProgress(stack_name=acting.name,
                                             action=acting.action)
-        if rsrc.type != SERVER:
+        if rsrc.type != (MEMBER if member is not None else SERVER):
             raise heat_replace.NotActionable(
                 'Resource %s of stack %s has a nested stack' % (
-                    resource_name, stack.name))
+                    rsrc.name, stack.name))
         if rsrc.action == 'DELETE':
             raise heat_replace.NotActionable('Resource %s is %s_%s' % (
-                resource_name, rsrc.action, rsrc.status))
+                rsrc.name, rsrc.action, rsrc.status))
         rsrc.action, rsrc.status, rsrc.reason = 'CHECK', 'FAILED', reason
-        self.marks.append(Mark(self._clock(), stack_id, resource_name,
-                               rsrc.physical_id, 'recovery', reason))
+        self.marks.append(Mark(self._clock(), stack.id, rsrc.name,
+                               rsrc.physical_id, 'recovery', reason,
+                               server_id if member is not None else None))
         self._leave('mark_failed', stack_id)
         return rsrc.physical_id
 
+    def _member_holding(self, stack_id, member):
+        """(group stack, member) while the member holds ``stack_id``."""
+        stack_id_now = stack_id
+        while stack_id_now != member['nested_id']:
+            owner = self.stacks[stack_id_now].owner_id
+            if owner is None:
+                raise heat_replace.ServerMoved('not in member %s' %
+                                               member['name'])
+            stack_id_now = owner
+        group, rsrc = self._resource(member['stack_id'], member['name'])
+        if rsrc.physical_id != member['nested_id']:
+            raise heat_replace.ServerMoved('Member %s holds %s, not %s' % (
+                member['name'], rsrc.physical_id, member['nested_id']))
+        return group, rsrc
+
+    def member_of(self, root_stack_id, stack_id, resource_name, server_id):
+        """As HeatReplacer.member_of: the nearest group's member, or None."""
+        self._enter('member_of', stack_id)
+        _stack, rsrc = self._resource(stack_id, resource_name)
+        if server_id is not None and rsrc.physical_id != server_id:
+            raise heat_replace.ServerMoved('Resource %s holds %s, not %s' % (
+                resource_name, rsrc.physical_id, server_id))
+        found = self._nearest_member(stack_id, root_stack_id)
+        self._leave('member_of', stack_id)
+        return found
+
+    def _nearest_member(self, stack_id, root_stack_id=None):
+        child, stack = None, self.stacks[stack_id]
+        while stack.id != root_stack_id and stack.owner_id is not None:
+            owner = self.stacks[stack.owner_id]
+            if owner.resources[stack.parent].type == GROUP:
+                return child and {'stack_id': stack.id,
+                                  'name': child.parent,
+                                  'nested_id': child.id}
+            child, stack = stack, owner
+        return None
+
     def clear_mark(self, stack_id, resource_name, server_id, reason):
-        """As HeatReplacer.clear_mark: back from CHECK_FAILED, once."""
+        """As HeatReplacer.clear_mark: back from CHECK_FAILED, once.
+
+        The server's resource, and its group member when recovery's mark
+        is the latest of it.
+        """
         self._enter('clear_mark', stack_id)
-        stack, rsrc = self._resource(stack_id, resource_name)
-        if rsrc.physical_id != server_id or (
-                rsrc.action, rsrc.status) != ('CHECK', 'FAILED'):
+        if stack_id not in self.stacks:
             self._leave('clear_mark', stack_id)
             return False
-        acting = self._acting_on(stack_id)
-        if acting is not None:
-            raise heat_exc.ActionInProgress(stack_name=acting.name,
-                                            action=acting.action)
-        rsrc.action, rsrc.status, rsrc.reason = 'CHECK', 'COMPLETE', reason
-        self.unmarks.append(Mark(self._clock(), stack_id, resource_name,
-                                 rsrc.physical_id, 'recovery', reason))
+        stack, rsrc = self._resource(stack_id, resource_name)
+        if rsrc.physical_id != server_id:
+            self._leave('clear_mark', stack_id)
+            return False
+        cleared = []
+        member = self._nearest_member(stack_id)
+        if member is not None:
+            group, held = self._member_holding(stack_id, member)
+            marks = [m for m in self.marks
+                     if (m.stack_id, m.resource_name, m.physical_id) ==
+                     (group.id, held.name, held.physical_id)]
+            if marks and marks[-1].source == 'recovery':
+                cleared.append((group, held))
+        cleared = [(stack, rsrc)] + cleared
+        cleared = [(s, r) for s, r in cleared
+                   if (r.action, r.status) == ('CHECK', 'FAILED')]
+        for found, _rsrc in cleared:
+            acting = self._acting_on(found.id)
+            if acting is not None:
+                raise heat_exc.ActionInProgress(stack_name=acting.name,
+                                                action=acting.action)
+        for found, held in cleared:
+            held.action, held.status, held.reason = 'CHECK', 'COMPLETE', \
+                reason
+            self.unmarks.append(Mark(self._clock(), found.id, held.name,
+                                     held.physical_id, 'recovery', reason,
+                                     server_id if held is not rsrc
+                                     else None))
         self._leave('clear_mark', stack_id)
-        return True
+        return bool(cleared)
 
     def stack_to_update(self, root_stack_id, stack_id, resource_name):
         self._resource(stack_id, resource_name)
@@ -540,7 +716,11 @@ class HeatDouble(object):
         self._leave('update_target', root_stack_id)
         return top_id
 
-    def replaced(self, stack_id, resource_name, old_physical_id):
+    def replaced(self, stack_id, resource_name, old_physical_id,
+                 member=None):
+        if member is not None:
+            stack_id, resource_name, old_physical_id = (
+                member['stack_id'], member['name'], member['nested_id'])
         now = self.resource(stack_id, resource_name)
         return (bool(now.physical_id) and
                 now.physical_id != old_physical_id and

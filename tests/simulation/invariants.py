@@ -6,7 +6,8 @@ sqlite connection (only when something was written since the last read)
 and what the doubles recorded since the previous step:
 
 * one Nova action sent (accepted or refused; fencing STOP included) and one
-  replacement per attempt of a place; an attempt is a stored ``(attempt,
+  replacement per attempt of a place (of its server, or of the group
+  member holding it, replaced whole); an attempt is a stored ``(attempt,
   started_at)`` of the place's recovery (the ``replaced`` stage keeps its
   attempt); across a compute host that stops reporting and comes back
   too: what nova-compute's restart retries by itself (an interrupted
@@ -21,6 +22,9 @@ and what the doubles recorded since the previous step:
   update, as stored before the step began, nor one the policy does not
   allow (STOP and deletes belong to RECREATE);
 * the concurrency limits, of a policy and of an engine;
+* a target in recovery keeps its row, also when its group member is
+  replaced whole and its server comes back in another stack; a member
+  is marked only by a policy whose RECREATE replaces members;
 * what an engine believes equals what is stored, after its own step;
   except targets in flight, targets another writer changed since the
   engine last read its rows, and targets whose last write by the engine
@@ -491,6 +495,7 @@ class Checker(object):
         found += self._check_issued(new)
         found += self._check_escalations(new)
         found += self._check_backoff(before)
+        found += self._check_kept(before)
         found += self._check_restores(new['batches'])
         self._track_drains(new['batches'])
         found += self._check_concurrency(step, before)
@@ -581,10 +586,17 @@ class Checker(object):
         for mark in new['marks']:
             if mark.source != 'recovery':
                 continue
-            policy_id, place = self._place_of(mark.physical_id,
-                                              mark.stack_id)
+            # A group member's mark is about the server it holds.
+            server_id = getattr(mark, 'server_id', None) or mark.physical_id
+            policy_id, place = self._place_of(server_id, mark.stack_id)
             found += self._forbidden(policy_id, 'mark CHECK_FAILED of %s' %
                                      mark.physical_id)
+            if server_id != mark.physical_id and policy_id is not None and \
+                    self._replace(policy_id) != 'MEMBER':
+                found.append('member %s/%s marked for server %s by %s, '
+                             'whose RECREATE replaces servers alone' % (
+                                 mark.stack_id, mark.resource_name,
+                                 server_id, policy_id))
             if mark.reason.startswith('RECREATE'):
                 found += self._check_drained(policy_id, place, 'mark of %s' %
                                              mark.physical_id)
@@ -604,9 +616,11 @@ class Checker(object):
                              update.stack_id)
         for replacement in new['replacements']:
             place = (replacement.stack_id, replacement.resource_name)
+            # The server's own mark, or its member's (replaced whole).
+            marked = getattr(replacement, 'marked', None) or (
+                place + (replacement.old,))
             marks = [m for m in self.w.heat.marks if
-                     (m.stack_id, m.resource_name, m.physical_id) ==
-                     place + (replacement.old,)]
+                     (m.stack_id, m.resource_name, m.physical_id) == marked]
             # A RECREATE's replacement; a server given up on is marked for
             # whatever update comes next to replace it.
             if replacement.outcome != 'replaced' or not marks or \
@@ -619,6 +633,12 @@ class Checker(object):
                 found.append('server %s replaced twice in attempt %s of %s'
                              % (replacement.old, key[1], '/'.join(place)))
         return found
+
+    def _replace(self, policy_id):
+        """What the policy's RECREATE replaces, as stored."""
+        row = self.policies[policy_id]
+        return ((row.spec or {}).get('recovery') or {}).get(
+            'replace') or 'SERVER'
 
     def _forbidden(self, policy_id, what):
         why = self._flags.get(policy_id)
@@ -709,6 +729,17 @@ class Checker(object):
                         (started - ended).total_seconds(), last,
                         least.total_seconds()))
         return found
+
+    def _check_kept(self, before):
+        """A target in recovery keeps its row, wherever its server goes.
+
+        Also a RECREATE's whose group member Heat replaces whole: its
+        server moves to another stack, its row follows (attempts, history
+        and what the recovery left to undo with it).
+        """
+        return ['target %d (%s) removed during its recovery' % (
+            key, state) for key, (state, _recovery) in before.items()
+            if state in IN_RECOVERY and key not in self.rows]
 
     def _check_restores(self, batches):
         """A replaced server's drained member never regains weight.
@@ -883,6 +914,7 @@ class Checker(object):
                     continue
                 policy = w.policy_of_stack(stack.id)
                 row = policy and by_server.get(policy.id, {}).get(
+                    getattr(marks[-1], 'server_id', None) or
                     rsrc.physical_id)
                 if row is not None and row.state == 'HEALTHY':
                     owed.add(('mark', row.policy_id, stack.id, rsrc.name,

@@ -143,6 +143,24 @@ class MemberSyncTestCase(base.HeatHealthTestCase):
         self.assertEqual(([], [('member-0', 'server')], []), self._sync())
 
 
+    def test_a_users_reset_leaves_the_members_mark_to_be_cleared(self):
+        # The user's mark_unhealthy: false on the server's resource does
+        # not reach the member recovery marked: it stays to be cleared
+        # (Unmark) once the server is seen healthy.
+        self._sync(_place('member-0', 's0'))
+        self._recovering('asg/m0/server', 'marked', member=MEMBER,
+                         marked_failed='s0')
+        self._recovering('asg/m1/server', 'marked', marked_failed='s1')
+        self.assertEqual(1, db_api.target_reset('member-0', 'server',
+                                                'marked healthy'))
+        self.assertEqual(1, db_api.target_reset('member-1', 'server',
+                                                'marked healthy'))
+        rows = self._rows()
+        self.assertEqual('s0', rows['asg/m0/server'].recovery.get(
+            'marked_failed'))
+        self.assertNotIn('marked_failed', rows['asg/m1/server'].recovery)
+
+
 class MemberResolutionTestCase(base.HeatHealthTestCase):
     """The resolver on a group of template members being replaced."""
 
