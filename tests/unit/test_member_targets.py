@@ -16,9 +16,11 @@ from heat.objects import resource as resource_object
 from heat.tests import utils
 from oslo_utils import timeutils
 
+from heat_health.common import nova_adapter
 from heat_health.db import api as db_api
 from heat_health.db import models
 from heat_health.db import session as db_session
+from heat_health.engine.pools import lb_follow
 from heat_health.policy import targets
 from tests.unit import base
 from tests.unit import test_registry
@@ -49,6 +51,10 @@ resources:
   server:
     type: OS::Heat::TestResource
 '''
+
+
+def _server(status, address):
+    return nova_adapter.Server(status, (address,) if address else (), 'web')
 
 
 def _place(stack_id, server_id, path='asg/m0/server'):
@@ -142,7 +148,6 @@ class MemberSyncTestCase(base.HeatHealthTestCase):
                 path='asg/m0/server').update({'state': 'UNHEALTHY'})
         self.assertEqual(([], [('member-0', 'server')], []), self._sync())
 
-
     def test_a_users_reset_leaves_the_members_mark_to_be_cleared(self):
         # The user's mark_unhealthy: false on the server's resource does
         # not reach the member recovery marked: it stays to be cleared
@@ -161,11 +166,11 @@ class MemberSyncTestCase(base.HeatHealthTestCase):
         self.assertNotIn('marked_failed', rows['asg/m1/server'].recovery)
 
 
-class MemberResolutionTestCase(base.HeatHealthTestCase):
-    """The resolver on a group of template members being replaced."""
+class _MemberTree(base.HeatHealthTestCase):
+    """A group of template members, each a server and its port."""
 
     def setUp(self):
-        super(MemberResolutionTestCase, self).setUp()
+        super(_MemberTree, self).setUp()
         self.setup_health_db()
         self.useFixture(fixtures.MockPatchObject(
             targets, 'SERVER_TYPES', frozenset(['OS::Heat::TestResource'])))
@@ -209,6 +214,10 @@ class MemberResolutionTestCase(base.HeatHealthTestCase):
         heat_db.stack_update(self.ctx, self.group.id,
                              {'action': 'UPDATE', 'status': 'IN_PROGRESS'})
         return new
+
+
+class MemberResolutionTestCase(_MemberTree):
+    """The resolver on a group of template members being replaced."""
 
     def test_the_old_members_server_stays_until_the_new_one_has_one(self):
         server = self.members[0]['server'].resource_id
@@ -254,3 +263,56 @@ class MemberResolutionTestCase(base.HeatHealthTestCase):
             {'action': 'DELETE', 'status': 'COMPLETE',
              'updated_at': timeutils.utcnow()})
         self.assertEqual(stack.id, self._places()['asg/m0/server'][0])
+
+
+class MemberPoolTestCase(_MemberTree):
+    """The pool follower on a member replaced whole: a new port, address.
+
+    The member's server stays in the pool until the new member's server
+    is plugged in on its own new port; then the one batch swaps them.
+    """
+
+    def _wanted(self, servers):
+        follower = lb_follow.MemberFollower(
+            octavia_client=None, list_servers=lambda ids: {
+                i: servers[i] for i in ids if i in servers})
+        follower._resolver = self.resolver
+        old = self.members[0]['server'].resource_id
+        other = self.members[1]['server'].resource_id
+        lb = lb_follow.LoadBalancer(1, self.policy.id, self.top.id, 'lb', {
+            'subnet_cidr': '10.0.1.0/24', 'targets': ['asg'],
+            'members': {
+                old: {'member_id': 'm1', 'address': '10.0.1.5',
+                      'path': 'asg/m0/server'},
+                other: {'member_id': 'm2', 'address': '10.0.1.6',
+                        'path': 'asg/m1/server'}}})
+        return follower._wanted(self.ctx, lb)[0]
+
+    def test_the_pool_swaps_the_member_for_the_new_ones_address(self):
+        old = self.members[0]['server'].resource_id
+        other = self.members[1]['server'].resource_id
+        servers = {old: _server('SHUTOFF', '10.0.1.5'),
+                   other: _server('ACTIVE', '10.0.1.6')}
+        before = {old: '10.0.1.5', other: '10.0.1.6'}
+        self.assertEqual(before, self._wanted(servers))
+        new = self._replacement('m0')
+        stack = heat_stack.Stack(
+            self.ctx, 'top-asg-m0-new',
+            template.Template(template_format.parse(MEMBER_TEMPLATE)),
+            owner_id=self.group.id, parent_resource='m0')
+        stack.store()
+        resource_object.Resource.update_by_id(self.ctx, new.id, {
+            'physical_resource_id': stack.id, 'action': 'CREATE',
+            'status': 'IN_PROGRESS'})
+        # The new member's stack holds no server yet: the pool keeps the
+        # old one (drained by recovery), never shrinks.
+        self.assertEqual(before, self._wanted(servers))
+        stack.create()
+        created = stack['server'].resource_id
+        # Its server is building, not plugged in yet: still the old one.
+        servers[created] = _server('BUILD', None)
+        self.assertEqual(before, self._wanted(servers))
+        # On its new port: swapped for the new address in one batch.
+        servers[created] = _server('ACTIVE', '10.0.1.9')
+        self.assertEqual({created: '10.0.1.9', other: '10.0.1.6'},
+                         self._wanted(servers))
