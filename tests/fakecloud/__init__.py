@@ -1,4 +1,4 @@
-"""fakecloud: a Nova, Glance and Neutron API simulator for tests.
+"""fakecloud: a Nova, Glance, Neutron and Cinder API simulator for tests.
 
 Heat's own OS::Nova::Server, the openstack CLI and the python clients work
 against it unmodified; tests inject faults (a server powered off, hung,

@@ -16,6 +16,7 @@ from tests.fakecloud import network
 from tests.fakecloud import notifier
 from tests.fakecloud import scheduler
 from tests.fakecloud import state
+from tests.fakecloud import volume
 from tests.fakecloud import wsgi_server
 
 LOG = logging.getLogger('fakecloud')
@@ -26,13 +27,14 @@ def build(conf):
     store = state.Store(conf.compute_host, conf.deleted_servers_kept,
                         conf.timeline_kept)
     timer = scheduler.Scheduler()
+    store.volumes = volume.Volumes(store, timer, conf.task_delay)
     publisher = notifier.Notifier(conf, store)
     life = lifecycle.Lifecycle(store, timer, publisher, conf)
     fault_api = faults.Faults(store, life, timer, publisher, conf)
     application = app.Application(
         conf, compute.ComputeAPI(store, life, fault_api, conf),
         image.ImageAPI(store, conf), network.NetworkAPI(store, conf),
-        fault_api)
+        fault_api, volume.VolumeAPI(store, store.volumes, conf))
     return (wsgi_server.make_server(config.BIND_HOST, conf.api_port,
                                     application),
             health_http.make_server(config.BIND_HOST, conf.health_port,
@@ -53,9 +55,10 @@ def main(argv=None):
                      daemon=True).start()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     LOG.info('serving the APIs on %s (compute %s/compute/v2.1, image '
-             '%s/image, network %s/network), health on http://%s:%d/<id>/'
-             'health', conf.public_url, conf.public_url, conf.public_url,
-             conf.public_url, config.BIND_HOST, conf.health_port)
+             '%s/image, network %s/network, volume %s/volume), health on '
+             'http://%s:%d/<id>/health', conf.public_url, conf.public_url,
+             conf.public_url, conf.public_url, conf.public_url,
+             config.BIND_HOST, conf.health_port)
     try:
         api_server.serve_forever()
     except (KeyboardInterrupt, SystemExit):

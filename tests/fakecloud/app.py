@@ -1,9 +1,10 @@
 """The WSGI application of the API port: logging, version documents,
-Keystone authentication, and routing by path prefix to the three APIs and
+Keystone authentication, and routing by path prefix to the four APIs and
 the admin API.
 
     /compute/v2.1/...   Nova        /image/v2/...      Glance
-    /network/v2.0/...   Neutron     /fakecloud/...     faults (admin)
+    /network/v2.0/...   Neutron     /volume/v3/...     Cinder
+    /fakecloud/...      faults (admin)
 
 Version documents answer without a token, as the real services do; the
 rest goes through keystonemiddleware's auth_token.
@@ -25,10 +26,11 @@ _NOAUTH_DEFAULTS = (('HTTP_X_PROJECT_ID', 'demo'), ('HTTP_X_USER_ID', 'demo'),
 
 class Application(object):
 
-    def __init__(self, conf, compute, image, network, faults):
+    def __init__(self, conf, compute, image, network, faults, volume=None):
         self.compute = compute
         self.image = image
         self.network = network
+        self.volume = volume
         self.faults = faults
         self._versions = {
             '/compute': compute.versions,
@@ -37,6 +39,8 @@ class Application(object):
             '/image/versions': lambda: image.versions(200),
             '/network': network.versions,
         }
+        if volume is not None:
+            self._versions['/volume'] = volume.versions
         if conf.auth_strategy == 'keystone':
             self._authenticated = auth_token.AuthProtocol(
                 self._api, {'oslo_config_config': conf})
@@ -93,6 +97,9 @@ class Application(object):
                 self.faults.before(compute_api=False)
                 reply = self.network.dispatch(req, ctx,
                                               path[len('/network'):])
+            elif path.startswith('/volume/') and self.volume is not None:
+                self.faults.before(compute_api=False)
+                reply = self.volume.dispatch(req, ctx, path[len('/volume'):])
             elif path.startswith('/fakecloud/'):
                 reply = self.faults.dispatch(req, ctx,
                                              path[len('/fakecloud'):])

@@ -1,5 +1,6 @@
 """Nova v2.1: versions, flavors, limits, servers, their metadata,
-interfaces and actions, with microversions 2.1 to 2.96.
+interfaces, volume attachments and actions, with microversions 2.1 to
+2.96.
 
 What python-novaclient, openstacksdk (the openstack CLI) and Heat's
 OS::Nova::Server send, answered in Nova's shapes, status codes and errors.
@@ -15,12 +16,13 @@ from tests.fakecloud import compute_lists
 from tests.fakecloud import compute_servers
 from tests.fakecloud import compute_views
 from tests.fakecloud import http
+from tests.fakecloud import volume
 
 _VERSION_UPDATED = '2013-07-23T11:33:21Z'
 
 
 class ComputeAPI(compute_lists.ServerLists, compute_servers.Servers,
-                 compute_actions.Actions):
+                 compute_actions.Actions, volume.VolumeAttachments):
     """Handlers under /compute."""
 
     def __init__(self, store, lifecycle, faults, conf):
@@ -68,6 +70,16 @@ class ComputeAPI(compute_lists.ServerLists, compute_servers.Servers,
                    self.detach_interface)
         router.add('GET', '/servers/{server_id}/os-security-groups',
                    self.server_security_groups)
+        router.add('GET', '/servers/{server_id}/os-volume_attachments',
+                   self.list_volume_attachments)
+        router.add('POST', '/servers/{server_id}/os-volume_attachments',
+                   self.attach_volume)
+        router.add('GET',
+                   '/servers/{server_id}/os-volume_attachments/{volume_id}',
+                   self.show_volume_attachment)
+        router.add('DELETE',
+                   '/servers/{server_id}/os-volume_attachments/{volume_id}',
+                   self.detach_volume)
 
     # Versions
 

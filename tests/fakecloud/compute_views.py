@@ -72,6 +72,15 @@ class Views(object):
                     'OS-EXT-IPS-MAC:mac_addr': port['mac_address']})
         return found
 
+    def volumes_attached(self, server, level):
+        """The server's volumes; whether each goes with it, from 2.3."""
+        volumes = self.store.volumes
+        if volumes is None or server.deleted:
+            return []
+        return [dict({'id': v['id']}, **({'delete_on_termination': False}
+                                         if level >= 1 else {}))
+                for v in volumes.of_server(server.id)]
+
     def server_json(self, server, admin, version):
         """The detailed view of a server as a JSON string (cached)."""
         key = (admin, tier(version))
@@ -134,7 +143,8 @@ class Views(object):
             'OS-EXT-STS:task_state': server.task_state,
             'OS-EXT-STS:vm_state': server.vm_state,
             'OS-EXT-STS:power_state': server.power_state,
-            'os-extended-volumes:volumes_attached': [],
+            'os-extended-volumes:volumes_attached': self.volumes_attached(
+                server, level),
         }
         if not server.deleted:
             view['security_groups'] = [{'name': name}

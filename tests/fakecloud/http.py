@@ -1,4 +1,4 @@
-"""Request context, routing and answers shared by the three APIs.
+"""Request context, routing and answers shared by the APIs.
 
 Handlers return ``Reply`` objects or raise ``ApiError``; each API builds its
 errors in the shape its real service uses, because the clients turn those

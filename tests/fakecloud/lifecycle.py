@@ -357,6 +357,8 @@ class Lifecycle(object):
             else:
                 network.unbind_port(self.store, port)
         server.owned_ports.clear()
+        if self.store.volumes is not None:
+            self.store.volumes.server_gone(server)
         now = time.time()
         server.terminated_at = server.deleted_at = now
         server.hung = False

@@ -220,6 +220,8 @@ class Store(object):
         # which came first; the oldest entries go beyond timeline_kept.
         self.timeline = collections.deque(maxlen=timeline_kept)
         self._timeline_seq = itertools.count(1)
+        # Cinder's volumes (volume.Volumes), set once the timer runs.
+        self.volumes = None
         self.seed_project = fixed_project_id('fakecloud')
         self._seed()
 

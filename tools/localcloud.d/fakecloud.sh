@@ -1,9 +1,10 @@
-# fakecloud for tools/localcloud: the Nova, Glance and Neutron API simulator
-# of tests/fakecloud, one process on 127.0.0.1 with the compute, image and
-# network APIs on one port and per-server health endpoints on another.  It
-# validates tokens against the local Keystone as the service user "nova"
-# and publishes Nova's notifications on the machine's RabbitMQ (exchange
-# nova).  Keystone's catalog points compute, image and network at it.
+# fakecloud for tools/localcloud: the Nova, Glance, Neutron and Cinder API
+# simulator of tests/fakecloud, one process on 127.0.0.1 with the compute,
+# image, network and volume APIs on one port and per-server health
+# endpoints on another.  It validates tokens against the local Keystone as
+# the service user "nova" and publishes Nova's notifications on the
+# machine's RabbitMQ (exchange nova).  Keystone's catalog points compute,
+# image, network and volumev3 at it.
 #
 # Sourced by tools/localcloud after its settings; defines functions only,
 # plus the settings below.

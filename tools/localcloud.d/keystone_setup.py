@@ -6,9 +6,12 @@ to the given values.  Reads from the environment:
     LC_KEYSTONE_URL     e.g. http://127.0.0.1:5000/v3
     LC_HEAT_URL         e.g. http://127.0.0.1:8004
     LC_HEAT_CFN_URL     e.g. http://127.0.0.1:8000
-    LC_FAKECLOUD_URL    e.g. http://127.0.0.1:8774 (compute, image, network)
+    LC_FAKECLOUD_URL    e.g. http://127.0.0.1:8774 (compute, image, network,
+                        volume)
     LC_NOVA_URL         set when real Nova runs: its compute API (with
-                        LC_PLACEMENT_URL); fakecloud keeps image and network
+                        LC_PLACEMENT_URL); fakecloud keeps image, network
+                        and volume (volumes attach through its compute
+                        API only)
     LC_REGION           e.g. RegionOne
     LC_ADMIN_PASSWORD, LC_SERVICE_PASSWORD, LC_DEMO_PASSWORD,
     LC_READER_PASSWORD
@@ -96,7 +99,7 @@ class Setup(object):
                 self.ks.endpoints.update(found, url=url)
 
     def fakecloud(self, service_project):
-        """Service user nova and the catalog of fakecloud's three APIs."""
+        """Service user nova and the catalog of fakecloud's APIs."""
         nova = self.user('nova', ENV['LC_SERVICE_PASSWORD'])
         self.grant('admin', nova, project=service_project)
         # Real Nova sends its own token as a service token with the user's
@@ -107,7 +110,9 @@ class Setup(object):
         apis = [('glance', 'image', 'Image Service (fakecloud)', base,
                  '/image'),
                 ('neutron', 'network', 'Network Service (fakecloud)', base,
-                 '/network')]
+                 '/network'),
+                ('cinderv3', 'volumev3', 'Block Storage (fakecloud)', base,
+                 '/volume/v3/%(project_id)s')]
         if ENV.get('LC_NOVA_URL'):
             apis += [('nova', 'compute', 'Compute Service', ENV['LC_NOVA_URL'],
                       '/v2.1'),
