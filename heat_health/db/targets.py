@@ -284,29 +284,31 @@ def _replacing_member(row):
             recovery.get('stage') in ('marked', 'updating'))
 
 
-def _follow_members(existing, places, added, removed):
-    """Rows whose group member is replaced whole follow it; (added, removed).
+def _follow_paths(existing, places, added, removed):
+    """Rows follow their server to another stack at the same path.
 
-    A row whose RECREATE marked its group member follows its path into the
-    new member's stack (the place it had goes with the old member): it is
-    moved there, keeping its history and recovery. Until that place
-    appears the row stays where it was, not removed: the update that
-    replaces the member is still under way. ``existing`` is updated; the
-    places left to add and to remove are returned.
+    A group member replaced whole (a template member's nested stack: by
+    a RECREATE with ``replace: MEMBER``, or any update) brings its server
+    back in a new stack, at the same path: the same place, whose row is
+    moved there, keeping its history. A row whose RECREATE marked its
+    member is kept where it was until that place appears, not removed:
+    the update that replaces the member is still under way.
+    ``existing`` is updated; returns the places left to add and to
+    remove.
     """
     by_path = {places[place]['path']: place for place in added}
     kept, moved = set(), set()
     for place in removed:
         row = existing[place]
-        if not _replacing_member(row):
-            continue
-        kept.add(place)
         new = by_path.pop(row.path, None)
         if new is not None:
             del existing[place]
             row.stack_id, row.resource_name = new
             existing[new] = row
             moved.add(new)
+            kept.add(place)
+        elif _replacing_member(row):
+            kept.add(place)
     return ([p for p in added if p not in moved],
             [p for p in removed if p not in kept])
 
@@ -350,9 +352,10 @@ def target_sync(policy_id, places, grace_seconds, graced=()):
         their grace starts again.
     New places start NO_DATA within the grace; a place whose server was
     replaced keeps its row (and history) with the new server, NO_DATA;
-    places gone from the stack are removed, but for a RECREATE's whose
-    group member is being replaced whole: its row follows the server to
-    the new member's stack (``_follow_members``). Idempotent: two engines
+    a place whose server came back in another stack at the same path (its
+    group member replaced whole) keeps its row there; places gone from the
+    stack are removed, but for a RECREATE's whose group member is being
+    replaced (``_follow_paths``). Idempotent: two engines
     syncing at once both end with the same rows (a duplicate insert is
     retried against the rows the other stored).
     Returns (added, removed, replaced) lists of places.
@@ -364,7 +367,7 @@ def target_sync(policy_id, places, grace_seconds, graced=()):
         existing = {(row.stack_id, row.resource_name): row
                     for row in session.query(models.Target).filter_by(
                         policy_id=policy_id)}
-        added, removed = _follow_members(
+        added, removed = _follow_paths(
             existing, places, sorted(set(places) - set(existing)),
             sorted(set(existing) - set(places)))
         if removed:

@@ -135,6 +135,18 @@ class MemberSyncTestCase(base.HeatHealthTestCase):
         self.assertEqual(([], [('member-0', 'server')], []), self._sync())
         self.assertNotIn('asg/m0/server', self._rows())
 
+    def test_a_member_replaced_by_a_users_update_keeps_its_row(self):
+        # Not ours: a new server at the place, judged from NO_DATA.
+        self._sync(_place('member-0', 's0'))
+        before = self._rows()['asg/m0/server']
+        self.assertEqual(([], [], [('member-9', 'server')]),
+                         self._sync(_place('member-9', 's9')))
+        moved = self._rows()['asg/m0/server']
+        self.assertEqual((before.id, 'member-9', 's9', 'NO_DATA',
+                          'server s0 replaced by s9'),
+                         (moved.id, moved.stack_id, moved.server_id,
+                          moved.state, moved.state_reason))
+
     def test_a_server_replaced_alone_is_a_place_gone_when_it_goes(self):
         self._sync(_place('member-0', 's0'))
         self._recovering('asg/m0/server', 'updating')
