@@ -49,23 +49,25 @@ class HealthPolicy(health_policy_schema.HealthPolicySchema,
         self._validate_recovery()
         self._validate_workflows(at_validation=True)
 
-    def _named_by_functions(self):
-        """Indexes of the rungs whose name another resource gives.
+    def _named_by_resources(self):
+        """Indexes of the rungs whose value another resource gives.
 
         (``get_resource`` of an OS::Mistral::Workflow of the same
         template, say: before that one is created, the name read is the
-        resource's own, not the workflow's.)
+        resource's own, not the workflow's.) None: all of them, as the
+        ladder as a whole comes from a resource.
         """
         raw = self.properties.data.get(self.RECOVERY)
+
+        def from_resources(snippet):
+            return any(True for _r in function.dependencies(snippet))
         if isinstance(raw, function.Function):
-            return None
+            return None if from_resources(raw) else set()
         actions = (raw or {}).get(self.RECOVERY_ACTIONS)
         if isinstance(actions, function.Function):
-            return None
+            return None if from_resources(actions) else set()
         return {index for index, action in enumerate(actions or [])
-                if isinstance(action, function.Function) or
-                isinstance((action or {}).get(self.ACTION_NAME),
-                           function.Function)}
+                if from_resources(action)}
 
     def _validate_workflows(self, at_validation=False):
         """Each workflow rung's workflow exists and the user may run it.
@@ -78,7 +80,7 @@ class HealthPolicy(health_policy_schema.HealthPolicySchema,
         # A name from another resource (an OS::Mistral::Workflow of the
         # same template) is known only once that one is created: checked
         # then, before the policy is registered.
-        later = self._named_by_functions() if at_validation else set()
+        later = self._named_by_resources() if at_validation else set()
         rungs = [(index, action) for index, action in enumerate(
             self.properties[self.RECOVERY][self.RECOVERY_ACTIONS] or [])
             if action.get(self.ACTION_TYPE) == self.MISTRAL_WORKFLOW]
