@@ -10,9 +10,11 @@
 # database every second).
 #
 # Sourced by tools/localcloud after its settings; defines functions only,
-# plus the settings below.  Off unless LOCALCLOUD_MISTRAL=1 (tools/run-tests
-# and tools/quickstart turn it on); off, "up" stops Mistral and takes it
-# out of the catalog, its database being kept until down --purge.
+# plus the settings below.  On with LOCALCLOUD_MISTRAL=1 (tools/run-tests
+# and tools/quickstart turn it on), off with LOCALCLOUD_MISTRAL=0; unset,
+# as the last "up" left it (off for a new deployment). Off, "up" stops
+# Mistral and takes it out of the catalog, its database being kept until
+# down --purge.
 
 MISTRAL_PORT=8989
 MISTRAL_ETC=$ETC/mistral
@@ -26,7 +28,10 @@ mistral_enabled() {
 
 # mistral_load_env: enable the service and load its secret (from load_env)
 mistral_load_env() {
-    [[ ${LOCALCLOUD_MISTRAL:-0} =~ ^(1|[Tt]rue|yes|on)$ ]] || return 0
+    # Unset: as the last "up" left it (off for a new deployment), so a
+    # service brought up again by a test keeps Mistral.
+    local wanted=${LOCALCLOUD_MISTRAL:-$(cat "$STATE/mistral-mode" 2>/dev/null || echo off)}
+    [[ $wanted =~ ^(1|[Tt]rue|yes|on)$ ]] || return 0
     enable_service mistral
     export LC_MISTRAL_URL=http://$HOST:$MISTRAL_PORT/v2
     local file=$STATE/secrets
