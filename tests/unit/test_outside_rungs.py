@@ -78,11 +78,13 @@ WORKFLOW = {'name': 'reattach', 'type': 'MISTRAL_WORKFLOW',
                        'all': '{{ server.addresses }}'}}
 
 
-def _target(state=states.UNHEALTHY, **recovery):
+def _target(state=states.UNHEALTHY, reason='Nova: SHUTOFF', recovery=None,
+            **fields):
     return types.SimpleNamespace(
         id=7, server_id='srv-1', stack_id='nested', resource_name='0',
-        path='g/0', state=state, reason='Nova: SHUTOFF', recovery=recovery
-        or None, attempts=0, first_attempt_at=None, next_attempt_at=None,
+        path='g/0', state=state, reason=reason,
+        recovery=recovery or fields or None, attempts=0,
+        first_attempt_at=None, next_attempt_at=None,
         since=NOW, grace_until=None, verdicts={}, place=('nested', '0'))
 
 
@@ -216,6 +218,17 @@ class RungsTest(unittest.TestCase):
         self.assertEqual('x-1', target.recovery['execution'])
         self.assertIn('not sent again: execution x-1',
                       self.tracker.steps[-1][2])
+
+    def test_the_reason_sent_is_what_was_detected(self):
+        policy = _policy({'name': 'REBOOT'}, WORKFLOW)
+        target = _target(reason='escalated: not healthy 15s after REBOOT',
+                         recovery={'stage': 'escalate', 'next_step': 1,
+                                   'detected': 'Nova: SHUTOFF'})
+        self._start(policy, target, step=1)
+        [execution] = self.replacer.mistral.executions.created
+        self.assertEqual('g/0 failed: Nova: SHUTOFF',
+                         execution.input['note'])
+        self.assertEqual('Nova: SHUTOFF', target.recovery['detected'])
 
     def test_an_execution_in_error_escalates_at_once(self):
         policy = _policy({'name': 'REBOOT'}, WORKFLOW, {'name': 'RECREATE'})

@@ -211,7 +211,11 @@ class AttemptStages(object):
             return
         ladder, index, action = self._choose(policy, found, step.step,
                                              host_down)
-        action = self._expanded(action, target, found)
+        # What was detected, not what the last rung said of itself.
+        previous = target.recovery or {}
+        detected = ((previous.get('stage') == ESCALATE and
+                     previous.get('detected')) or target.reason or '')[:200]
+        action = self._expanded(action, target, found, detected)
         if action[0] != RECREATE:
             held = self._not_now(policy)
             if held:
@@ -235,7 +239,7 @@ class AttemptStages(object):
             'stage': INTENT, 'started_at': _iso(now),
             'verify_seconds': verify,
             'deadline': _iso(now + datetime.timedelta(seconds=verify)),
-            'detected': (target.reason or '')[:200]})
+            'detected': detected})
         if host_down:
             recovery['host_down'] = host_down
         if action[0] == RECREATE:

@@ -62,15 +62,18 @@ class OutsideStages(object):
         return self._webhooks
 
     @staticmethod
-    def _expanded(action, target, found):
-        """The rung with its params' variables replaced, for this target."""
+    def _expanded(action, target, found, detected):
+        """The rung with its params' variables replaced, for this target.
+
+        :param detected: why the server was found failing.
+        """
         name, params = action
         if name not in policy_spec.OUTSIDE:
             return action
         known = rung_params.values(
             target.server_id, getattr(found, 'name', None),
             getattr(found, 'addresses', None) or (), target.stack_id,
-            target.path, target.resource_name, target.reason)
+            target.path, target.resource_name, detected)
         params = dict(params or {})
         params['input'] = rung_params.expand(params.get('input') or {}, known)
         return name, params
