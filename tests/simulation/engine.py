@@ -135,6 +135,8 @@ class Engine(object):
         if self.hosts is not None and _takes(loop_mod.RecoveryLoop,
                                              'place'):
             place['place'] = self.hosts.place
+        if _takes(loop_mod.RecoveryLoop, 'webhooks'):
+            place['webhooks'] = world.hooks
         self.loop = loop_mod.RecoveryLoop(
             self.id, self.tracker, world.heat, blind=self._blind,
             drainer=self.drainer, conf=conf, clock=world.clock.now,

@@ -31,11 +31,13 @@ with the same PYTHONHASHSEED).
 import collections
 import random
 
+from mistralclient.api import base as mistral_base
 from oslo_config import cfg
 from oslo_db.sqlalchemy import engines as db_engines
 import sqlalchemy
 
 from heat_health.engine.monitor import nova_status
+from heat_health.engine.recovery import outside_rungs
 from heat_health.policy import observation as obs
 from tests.simulation import faults as faults_mod
 from tests.simulation import heat_double
@@ -165,12 +167,59 @@ def member_shape(rnd, kwargs):
     return rnd.random() < 0.35
 
 
+# Rungs outside Nova (see outside_double): how each behaves is in its
+# name or URL.
+OUTSIDE_RUNGS = (
+    {'name': 'wf-heal', 'type': 'MISTRAL_WORKFLOW',
+     'params': {'server': '{{ server.id }}'}},
+    {'name': 'wf-fail', 'type': 'MISTRAL_WORKFLOW'},
+    {'name': 'wf-hang', 'type': 'MISTRAL_WORKFLOW'},
+    {'type': 'WEBHOOK', 'url': 'http://hooks.example/heal',
+     'params': {'server': '{{ server.id }}'}},
+    {'type': 'WEBHOOK', 'url': 'http://hooks.example/500'},
+)
+# Where an engine may be killed, or a call fail, on its way outside Nova.
+OUTSIDE_FAULTS = (('mistral', 'create'), ('mistral', 'get'),
+                  ('mistral', 'list'), ('mistral', 'update'),
+                  ('hooks', 'post'))
+
+
+def outside_shape(rnd, kwargs):
+    """Whether the ladder has workflow or webhook rungs; adds them.
+
+    A third of the worlds: one or two such rungs, before the ladder's last
+    rung (or as the ladder of a state-aware policy, with a RECREATE
+    after). Returns the faults to inject: (double, call, phase, count),
+    a kill or an error of Mistral or of a receiver.
+    """
+    if rnd.random() >= 0.35:
+        return []
+    recovery = kwargs['policy']['recovery']
+    ladder = list(recovery.get('actions') or [{'name': 'RECREATE'}])
+    for rung in rnd.sample(OUTSIDE_RUNGS, rnd.randint(1, 2)):
+        ladder.insert(rnd.randint(0, len(ladder) - 1), dict(rung))
+    recovery['actions'] = ladder
+    faults = []
+    if rnd.random() < 0.5:
+        # Killed once Mistral or the receiver took it, its outcome not
+        # stored: the attempt most easily sent twice.
+        faults.append(rnd.choice([('mistral', 'create'), ('hooks', 'post')])
+                      + (faults_mod.AFTER, 'crash'))
+    for _i in range(rnd.randint(0, 2)):
+        double, call = rnd.choice(OUTSIDE_FAULTS)
+        faults.append((double, call, rnd.choice([faults_mod.BEFORE,
+                                                 faults_mod.AFTER]),
+                       rnd.choice(['crash', 1, 3])))
+    return faults
+
+
 def _describe(kwargs, engines, limit):
     recovery = kwargs['policy']['recovery']
     ladder = recovery.get('actions')
-    names = ('/'.join(a['name'] + (' ' + a['params']['type']
-                                   if a.get('params') else '')
-                      for a in ladder) if ladder else 'state-aware')
+    names = ('/'.join(' '.join(filter(None, [
+        a.get('name') or a.get('url'), (a.get('params') or {}).get('type')
+        if not a.get('type') else a['type'].lower()])) for a in ladder)
+        if ladder else 'state-aware')
     return ('%d engines, %d policies of %d servers%s, %s, ladder %s%s, '
             'max_concurrent %d, limit %d%s' % (
                 engines, kwargs['policies'], kwargs['servers'],
@@ -185,6 +234,13 @@ def _describe(kwargs, engines, limit):
              if kwargs.get('take_limit') else '') +
             (', members replaced whole' if recovery.get('replace') ==
              'MEMBER' else ''))
+
+
+def _outside_error(double):
+    """What a failing Mistral or receiver raises into the engine."""
+    if double == 'hooks':
+        return outside_rungs.RungFailed('webhook: connection failed')
+    return mistral_base.APIException(503, 'Service Unavailable')
 
 
 def _no_yield(world):
@@ -211,6 +267,7 @@ class Explorer(object):
         kwargs['take_limit'] = 1 if seed % 2 else None
         # Drawn apart, so that each seed's other draws stay as they were.
         member_gap = member_shape(random.Random(seed * 7919 + 1), kwargs)
+        outside = outside_shape(random.Random(seed * 104729 + 3), kwargs)
         self.shape = _describe(kwargs, engines, self.limit) + (
             ' (none shown while one is replaced)' if member_gap else '')
         cfg.CONF.set_override('max_concurrent_recoveries', self.limit,
@@ -224,6 +281,14 @@ class Explorer(object):
             self.world = world_mod.World(engines=engines, seed=seed,
                                          **kwargs)
             self.world.heat.member_gap = member_gap
+            for double, call, phase, count in outside:
+                if count == 'crash':
+                    self.world.crash_at(double, call, phase=phase)
+                else:
+                    faults = {'mistral': self.world.mistral.faults,
+                              'hooks': self.world.hooks.faults}[double]
+                    faults.add(call, _outside_error(double), count,
+                               phase=phase)
             _no_yield(self.world)
             if hook is not None:
                 hook(self.world)

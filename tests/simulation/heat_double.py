@@ -133,6 +133,7 @@ class HeatDouble(object):
         self.replacements = []       # [Replacement]
         self.events = []             # [Event]
         self.faults = faults_mod.Faults()
+        self.mistral = None          # the world's outside_double.Mistral
         self.update_seconds = UPDATE_SECONDS
         # The pool follower may lag behind a replacement (it works in
         # passes): its swaps wait in ``lagging`` until ``follow_now``.
@@ -742,6 +743,10 @@ class HeatDouble(object):
     def admin_nova_client(self, stack_id):
         self._enter('admin_nova_client', stack_id)
         return self.nova.client('recovery', stack_id, admin=True)
+
+    def mistral_client(self, stack_id):
+        self._enter('mistral_client', stack_id)
+        return self.mistral.client(stack_id)
 
     def octavia_client(self, stack_id):
         self._enter('octavia_client', stack_id)

@@ -5,7 +5,8 @@ one-line message. It reads the stored rows straight from the world's
 sqlite connection (only when something was written since the last read)
 and what the doubles recorded since the previous step:
 
-* one Nova action sent (accepted or refused; fencing STOP included) and one
+* one Nova action sent (accepted or refused; fencing STOP included), one
+  workflow execution started or one webhook POSTed, and one
   replacement per attempt of a place (of its server, or of the group
   member holding it, replaced whole); an attempt is a stored ``(attempt,
   started_at)`` of the place's recovery (the ``replaced`` stage keeps its
@@ -179,7 +180,8 @@ class Checker(object):
         self.policies = {}       # policy id -> PolicyRow
         self._event_marker = 0
         self._seen = dict(accepted=0, refused=0, marks=0, updates=0,
-                          replacements=0, heat_events=0, batches=0)
+                          replacements=0, heat_events=0, batches=0,
+                          executions=0, posts=0)
         self._places = {}        # server id -> {policy id: place}
         self._evidence = {}      # (policy, server) -> {scope: step}
         self._given_up = set()   # (policy, place, drain start) not drained
@@ -441,7 +443,8 @@ class Checker(object):
     def _allowed(self, policy_id, name):
         row = self.policies[policy_id]
         actions = ((row.spec or {}).get('recovery') or {}).get('actions')
-        return not actions or name in {a['name'] for a in actions}
+        return not actions or name in {policy_spec.rung(a)[0]
+                                       for a in actions}
 
     def _owner(self, policy_id, engine):
         """The engine holds the policy, by its memory and by the row."""
@@ -515,7 +518,8 @@ class Checker(object):
                        updates=w.heat.updates,
                        replacements=w.heat.replacements,
                        heat_events=w.heat.events,
-                       batches=w.octavia.batches)
+                       batches=w.octavia.batches,
+                       executions=w.mistral.started, posts=w.hooks.posted)
         new = {}
         for name, items in sources.items():
             new[name] = items[self._seen[name]:]
@@ -583,6 +587,7 @@ class Checker(object):
                 found.append('recovery action %s (%s) is not among the '
                              'actions of %s' % (label, name, policy_id))
             found += self._forbidden(policy_id, 'Nova action ' + label)
+        found += self._check_outside(new)
         for mark in new['marks']:
             if mark.source != 'recovery':
                 continue
@@ -639,6 +644,41 @@ class Checker(object):
         row = self.policies[policy_id]
         return ((row.spec or {}).get('recovery') or {}).get(
             'replace') or 'SERVER'
+
+    def _check_outside(self, new):
+        """Workflow executions and webhook POSTs: as Nova actions are.
+
+        One effect per attempt of a place, counted with its Nova actions;
+        on the policy's own evidence, after the drain, only where the
+        ladder has such a rung, never while the policy may not act.
+        """
+        found = []
+        effects = [('workflow %s' % e.workflow, 'MISTRAL_WORKFLOW', e)
+                   for e in new['executions']] + [
+            ('webhook %s' % p.url, 'WEBHOOK', p) for p in new['posts']]
+        for what, name, effect in effects:
+            label = '%s of %s' % (what, effect.server_id)
+            policy_id, place = self._place_of(effect.server_id,
+                                              effect.stack_id)
+            if policy_id is None:
+                found.append('%s on a server no policy of its stack %s '
+                             'watches' % (label, effect.stack_id))
+                continue
+            found += self._check_evidence(policy_id, effect.server_id,
+                                          label)
+            found += self._check_drained(policy_id, place, label)
+            key = (place, self._epoch.get(place))
+            done = self._actions.setdefault(key, [])
+            done.append(label)
+            if len(done) > 1:
+                found.append('more than one recovery effect in attempt %s '
+                             'of %s: %s' % (key[1], '/'.join(place),
+                                            ', '.join(done)))
+            if not self._allowed(policy_id, name):
+                found.append('%s: %s is not among the actions of %s' % (
+                    label, name, policy_id))
+            found += self._forbidden(policy_id, label)
+        return found
 
     def _forbidden(self, policy_id, what):
         why = self._flags.get(policy_id)

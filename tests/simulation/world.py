@@ -43,6 +43,7 @@ from tests.simulation import faults as faults_mod
 from tests.simulation import heat_double
 from tests.simulation import nova_double
 from tests.simulation import octavia_double
+from tests.simulation import outside_double
 from tests.simulation import poll_url_double
 
 DEFAULT_POLICY = {
@@ -133,6 +134,10 @@ class World(object):
             self.heat = heat_double.HeatDouble(self.clock, self.nova,
                                                self.octavia)
             self.urls = poll_url_double.PollUrlDouble(self.clock, self.nova)
+            self.mistral = outside_double.MistralDouble(self.clock,
+                                                        self.nova)
+            self.heat.mistral = self.mistral
+            self.hooks = outside_double.WebhookDouble(self.clock, self.nova)
             if shared:
                 policy = copy.deepcopy(policy or {})
                 detection = policy.setdefault('detection', {})
@@ -370,10 +375,13 @@ class World(object):
     def crash_at(self, double, call, key=None, phase=faults_mod.BEFORE):
         """kill -9 of whichever engine makes this call next.
 
-        :param double: 'nova', 'octavia', 'heat' or 'db'.
+        :param double: 'nova', 'octavia', 'heat', 'db', 'mistral' or
+            'hooks' (webhook receivers).
         """
         target = {'nova': self.nova.faults, 'octavia': self.octavia.faults,
-                  'heat': self.heat.faults, 'db': self.db.faults}[double]
+                  'heat': self.heat.faults, 'db': self.db.faults,
+                  'mistral': self.mistral.faults,
+                  'hooks': self.hooks.faults}[double]
         target.crash(call, key, phase)
         self.note('crash at %s.%s (%s)' % (double, call, phase))
 

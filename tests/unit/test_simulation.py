@@ -10,7 +10,9 @@ import time
 
 from heat_health.engine.monitor import tracker as tracker_mod
 from heat_health.engine.pools import lb_drain
+from heat_health.engine.recovery import attempts
 from heat_health.engine.recovery import loop as loop_mod
+from heat_health.policy import spec as policy_spec
 from tests.simulation import explore
 from tests.simulation import invariants
 from tests.simulation import world as world_mod
@@ -179,6 +181,24 @@ def test_the_checker_sees_an_action_before_the_drain(monkeypatch):
     assert result.violation is not None and (
         'its drain is neither done nor given up' in result.violation), \
         result.report()
+
+
+def test_the_checker_sees_a_workflow_or_webhook_sent_twice(monkeypatch):
+    """A takeover that sends a workflow or webhook rung it finds issuing."""
+    advance = attempts.AttemptStages._advance
+
+    def again(self, policy, target, step):
+        recovery = target.recovery or {}
+        if (recovery.get('stage') == attempts.ISSUING and
+                recovery.get('action') in policy_spec.OUTSIDE):
+            return self._issue_outside(policy, target, recovery)
+        return advance(self, policy, target, step)
+    monkeypatch.setattr(attempts.AttemptStages, '_advance', again)
+    for seed in (7, 34):
+        result = explore.explore(seed, 200)
+        assert result.violation is not None and (
+            'more than one recovery effect' in result.violation), \
+            result.report()
 
 
 def test_the_checker_sees_a_replaced_servers_member_restored(monkeypatch):
