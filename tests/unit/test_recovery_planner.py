@@ -241,6 +241,20 @@ class PlanTest(unittest.TestCase):
         self.assertEqual([('ReplaceMarked', (0, 2)),
                           ('ReplaceMarked', (1, 3))], _kinds(plan))
 
+    def test_members_replaced_whole_share_their_groups_update(self):
+        # Each member's server is in a stack of its own; the members are
+        # marked in their group's stack, whose one update replaces them.
+        targets = [self._recreating(n, 'marked', 0.1) for n in range(3)]
+        for n, target in enumerate(targets):
+            target.stack_id = 'member-%d' % n
+            target.recovery['member'] = {
+                'stack_id': 'group' if n < 2 else 'other-group',
+                'name': 'm%d' % n, 'nested_id': 'member-%d' % n}
+        policy = _policy({'max_concurrent': 5})
+        plan = planner.plan(policy, targets, NOW, gather=0.5, by_stack=True)
+        self.assertEqual([('ReplaceMarked', (0, 1)),
+                          ('ReplaceMarked', (2,))], _kinds(plan))
+
     def test_a_paused_policy_holds_its_marked_targets(self):
         policy = _policy()
         policy.paused = {'by': 'ops', 'at': NOW, 'reason': 'maintenance'}

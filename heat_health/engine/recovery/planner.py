@@ -193,11 +193,17 @@ def _replacements(targets, marked, running, starting, now, gather,
     """A ReplaceMarked for each update the marked targets may have now.
 
     :param by_stack: each stack holding marked resources has an update of
-        its own (``replacement_update_stack = own``); else one update of
-        the policy's stack replaces them all.
+        its own (``replacement_update_stack = own``), a group's members
+        replaced whole their group's; else one update of the policy's
+        stack replaces them all.
     """
     def key(target):
-        return target.stack_id if by_stack else None
+        if not by_stack:
+            return None
+        # A group member replaced whole (``replace: MEMBER``) is marked
+        # in its group's stack: the members of one group share its update.
+        member = (target.recovery or {}).get('member')
+        return member['stack_id'] if member else target.stack_id
     shares = collections.defaultdict(list)
     for target in targets:
         shares[key(target)].append(target)
