@@ -278,6 +278,10 @@ class Checker(object):
             # The policies whose rows were read (all, in older cores).
             self._refreshed.update(p.id for p in policies
                                    if read is None or p.id in read)
+            # Passed on: after a restart the engine (a new tracker) is
+            # attached again and this wrapper wrapped once more; a None
+            # from here would tell the outer one every policy was read.
+            return read
         engine._refresh = _refresh
 
     def _took(self, engine, target, observation, taken, noted):
