@@ -11,7 +11,6 @@ import uuid
 
 from heat.common import exception
 from heat.common.i18n import _
-from heat.engine import function
 from heat.engine import resource
 from heat.engine import support
 from oslo_log import log as logging
@@ -48,26 +47,6 @@ class HealthPolicy(health_policy_schema.HealthPolicySchema,
         self._validate_detection()
         self._validate_recovery()
         self._validate_workflows(at_validation=True)
-
-    def _named_by_resources(self):
-        """Indexes of the rungs whose value another resource gives.
-
-        (``get_resource`` of an OS::Mistral::Workflow of the same
-        template, say: before that one is created, the name read is the
-        resource's own, not the workflow's.) None: all of them, as the
-        ladder as a whole comes from a resource.
-        """
-        raw = self.properties.data.get(self.RECOVERY)
-
-        def from_resources(snippet):
-            return any(True for _r in function.dependencies(snippet))
-        if isinstance(raw, function.Function):
-            return None if from_resources(raw) else set()
-        actions = (raw or {}).get(self.RECOVERY_ACTIONS)
-        if isinstance(actions, function.Function):
-            return None if from_resources(actions) else set()
-        return {index for index, action in enumerate(actions or [])
-                if from_resources(action)}
 
     def _validate_workflows(self, at_validation=False):
         """Each workflow rung's workflow exists and the user may run it.

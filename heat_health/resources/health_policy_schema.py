@@ -10,6 +10,7 @@ import string
 from heat.common.i18n import _
 from heat.engine import attributes
 from heat.engine import constraints
+from heat.engine import function
 from heat.engine import properties
 
 from heat_health.policy import poll_url_guard
@@ -493,10 +494,36 @@ class HealthPolicySchema(object):
                                 'mode NODE_STATUS_POLL_URL, not %s') %
                               mode_type, *path)
 
-    def _validate_outside_rung(self, action, index):
-        """A MISTRAL_WORKFLOW or WEBHOOK rung, as far as text can tell."""
+    def _named_by_resources(self):
+        """Indexes of the rungs whose value another resource gives.
+
+        (``get_resource`` of an OS::Mistral::Workflow of the same
+        template, say: before that one is created, the name read is the
+        resource's own, not the workflow's.) None: all of them, as the
+        ladder as a whole comes from a resource.
+        """
+        raw = self.properties.data.get(self.RECOVERY)
+
+        def from_resources(snippet):
+            return any(True for _r in function.dependencies(snippet))
+        if isinstance(raw, function.Function):
+            return None if from_resources(raw) else set()
+        actions = (raw or {}).get(self.RECOVERY_ACTIONS)
+        if isinstance(actions, function.Function):
+            return None if from_resources(actions) else set()
+        return {index for index, action in enumerate(actions or [])
+                if from_resources(action)}
+
+    def _validate_outside_rung(self, action, index, later=()):
+        """A MISTRAL_WORKFLOW or WEBHOOK rung, as far as text can tell.
+
+        :param later: indexes of rungs another resource gives, whose
+            values are not known yet.
+        """
         kind = action[self.ACTION_TYPE]
         path = (self.RECOVERY, self.RECOVERY_ACTIONS, index)
+        if later is None or index in later:
+            return
         if kind == self.MISTRAL_WORKFLOW:
             if not action.get(self.ACTION_NAME):
                 self._invalid(_('a %s rung names its workflow (name)') %
@@ -533,6 +560,7 @@ class HealthPolicySchema(object):
                            'm': recovery[self.BACKOFF_MAX]},
                           self.RECOVERY, self.BACKOFF_INITIAL)
         actions = recovery[self.RECOVERY_ACTIONS] or []
+        later = self._named_by_resources()
         keys = [(a.get(self.ACTION_TYPE), a[self.ACTION_NAME],
                  a.get(self.ACTION_URL),
                  None if a.get(self.ACTION_TYPE) else
@@ -549,7 +577,7 @@ class HealthPolicySchema(object):
             path = (self.RECOVERY, self.RECOVERY_ACTIONS, index,
                     self.ACTION_PARAMS)
             if action.get(self.ACTION_TYPE):
-                self._validate_outside_rung(action, index)
+                self._validate_outside_rung(action, index, later)
                 continue
             if not action[self.ACTION_NAME]:
                 self._invalid(_('an action needs a name (%s) or a type '
