@@ -32,7 +32,9 @@ and what the doubles recorded since the previous step:
   raised (it may have been committed) until the engine writes them again;
 * a write the tracker reported stored is stored (checked at the call);
 * the stored brake has the kind computed from the stored rows, after the
-  owner's recovery pass (a pass whose writes did not fail);
+  owner's recovery pass (a pass whose writes did not fail), unless a row
+  of the policy changed since the owner last read them (a user's reset, a
+  new server synced by a tick that failed before it read the rows);
 * nothing says "issued" unless Nova accepted an action in that step;
 * an attempt is not escalated while Nova still carries out a task on its
   server, less than the stuck deadline (``STUCK_MIN_SECONDS`` at the
@@ -484,7 +486,13 @@ class Checker(object):
         """The violations of the step just taken (one-line messages)."""
         found, self.pending = list(self.pending), []
         before = {k: (r.state, r.recovery) for k, r in self.rows.items()}
+        servers = {k: r.server_id for k, r in self.rows.items()}
         self._read()
+        # A row given a new server (the sync of a stack's replacement) is
+        # news to an engine until its ``_refresh`` reads the policy's rows:
+        # the tick that synced may have failed before it read them.
+        self.foreign_write([k for k, r in self.rows.items()
+                            if servers.get(k, r.server_id) != r.server_id])
         w = self.w
         if self._user_busy:
             w.heat._settle()
@@ -893,7 +901,7 @@ class Checker(object):
         return found
 
     def foreign_write(self, target_ids):
-        """A user (not an engine) wrote these rows."""
+        """A user (not an engine) wrote these rows, or gave them a server."""
         for engine in self.w.engines:
             self._foreign.setdefault(engine.id, set()).update(target_ids)
 

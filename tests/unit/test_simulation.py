@@ -14,6 +14,7 @@ from heat_health.engine.monitor import watched
 from heat_health.engine.pools import lb_drain
 from heat_health.engine.recovery import attempts
 from heat_health.engine.recovery import loop as loop_mod
+from heat_health.engine.recovery import timeline as timeline_mod
 from heat_health.policy import spec as policy_spec
 from tests.simulation import explore
 from tests.simulation import invariants
@@ -250,7 +251,16 @@ def test_a_restarted_engine_reads_no_rows_the_checker_did_not_see():
 
 
 def test_a_users_reset_after_a_restart_is_excused_until_read():
-    for seed in (1093, 1181, 1458):
+    """Also a server replaced by a tick that failed before reading rows.
+
+    Seed 1360: a user's stack update replaced srv-0001; the tick that
+    synced the new server into its row raised after committing, before
+    it read the rows, and the next pass still counted the old server's
+    UNHEALTHY in its brake ('4 of 4' stored, '3 of 4' computed from the
+    rows). The next tick syncs again and reads them; a write of the old
+    server's row is fenced by its server id.
+    """
+    for seed in (1093, 1181, 1360, 1458):
         result = explore.explore(seed, 200)
         assert result.violation is None, result.report()
 
@@ -279,3 +289,16 @@ def test_the_checker_sees_a_users_reset_never_followed(monkeypatch):
         assert result.violation is not None and (
             'memory of %s differs' % engine in result.violation and
             'stored NO_DATA' in result.violation), result.report()
+
+
+def test_the_checker_sees_a_brake_never_released(monkeypatch):
+    brake = timeline_mod.Timeline.brake
+
+    def sticky(self, policy, reason, now):
+        if reason is not None:
+            brake(self, policy, reason, now)
+    monkeypatch.setattr(timeline_mod.Timeline, 'brake', sticky)
+    result = explore.explore(31, 200)
+    assert result.violation is not None and (
+        'stored brake of policy-0' in result.violation and
+        "computed 'None'" in result.violation), result.report()
