@@ -8,6 +8,7 @@ from octaviaclient.api.v2 import octavia as octavia_api
 from osc_lib import exceptions as osc_exceptions
 
 from tests.functional import engines
+from tests.functional import healing
 
 
 def octavia(user):
@@ -147,3 +148,22 @@ def signal_scaling(demo, stack, policy, group='web'):
     demo.wait_for(lambda: not demo.session.get(url).json()['metadata'].get(
         'scaling_in_progress'), 'group %s done scaling' % group, timeout=60)
     demo.run('stack', 'resource', 'signal', stack['stack_name'], policy)
+
+
+def ready(demo, admin_nova, client, stack, pool_id, count):
+    """Targets by path, once all are HEALTHY and exactly in the pool.
+
+    Each target gets its server's ``address``; no member is drained.
+    """
+    found = healing.all_healthy(demo, stack, count)
+    if not found:
+        return None
+    found_addresses = addresses(admin_nova, [t['server_id']
+                                             for t in found.values()])
+    found_weights = weights(client, pool_id)
+    if len(found_addresses) != count or set(found_weights) != set(
+            found_addresses.values()) or 0 in found_weights.values():
+        return None
+    for target in found.values():
+        target['address'] = found_addresses[target['server_id']]
+    return found

@@ -43,22 +43,6 @@ def _parts(demo, stack, path):
         for r in demo.json('stack', 'resource', 'list', member['id'])}
 
 
-def _ready(demo, admin_nova, octavia, stack, pool_id):
-    """Targets by path, once every server is HEALTHY and in the pool."""
-    found = h.all_healthy(demo, stack, COUNT)
-    if not found:
-        return None
-    addresses = lb.addresses(admin_nova, [t['server_id']
-                                          for t in found.values()])
-    weights = lb.weights(octavia, pool_id)
-    if len(addresses) != COUNT or set(weights) != set(
-            addresses.values()) or 0 in weights.values():
-        return None
-    for target in found.values():
-        target['address'] = addresses[target['server_id']]
-    return found
-
-
 def _volume(demo, volume_id):
     """The volume as Cinder shows it to the stack's owner, or None."""
     resp = demo.session.get('%s/volumes/%s' % (
@@ -105,7 +89,7 @@ def test_a_failed_server_is_replaced_with_its_whole_member(
         lb.signal_scaling(demo, stack, 'grow')
     _lb_id, pool_id = lb.lb_ids(demo, stack['stack_name'])
     targets = demo.wait_for(
-        lambda: _ready(demo, admin_nova, octavia, stack, pool_id),
+        lambda: lb.ready(demo, admin_nova, octavia, stack, pool_id, COUNT),
         'every server HEALTHY and in the pool', timeout=240)
     before = {path: _parts(demo, stack, path) for path in targets}
     lost = sorted(targets)[1]
@@ -121,7 +105,7 @@ def test_a_failed_server_is_replaced_with_its_whole_member(
                                   'crash_to_error').status_code == 200
 
         def replaced():
-            found = _ready(demo, admin_nova, octavia, stack, pool_id)
+            found = lb.ready(demo, admin_nova, octavia, stack, pool_id, COUNT)
             if (not found or found[lost]['server_id'] == old['server'] or
                     h.stack_status(demo, group) != 'UPDATE_COMPLETE' or
                     _volume(demo, old['volume']) is not None):

@@ -30,22 +30,6 @@ def second_engine(demo, tmp_path_factory):
         yield engine
 
 
-def _ready(demo, octavia, admin_nova, stack, pool_id):
-    """Targets by path once all are HEALTHY and exactly in the pool."""
-    found = h.all_healthy(demo, stack, SERVERS)
-    if not found:
-        return None
-    servers = [t['server_id'] for t in found.values()]
-    addresses = lb.addresses(admin_nova, servers)
-    weights = lb.weights(octavia, pool_id)
-    if len(addresses) != SERVERS or set(weights) != set(
-            addresses.values()) or 0 in weights.values():
-        return None
-    for target in found.values():
-        target['address'] = addresses[target['server_id']]
-    return found
-
-
 def _regained(seen, address):
     """Reads at which a drained member at ``address`` had weight again."""
     drained, found = False, []
@@ -65,7 +49,7 @@ def test_twenty_recreates_never_give_a_drained_member_weight(
                    'recovery=%s' % json.dumps(RECOVERY))
     _lb_id, pool_id = lb.lb_ids(demo, stack['stack_name'])
     targets = demo.wait_for(
-        lambda: _ready(demo, octavia, admin_nova, stack, pool_id),
+        lambda: lb.ready(demo, admin_nova, octavia, stack, pool_id, SERVERS),
         'every server HEALTHY and in the pool', timeout=180)
     replaced = []
     for number in range(ROUNDS):
@@ -79,7 +63,8 @@ def test_twenty_recreates_never_give_a_drained_member_weight(
             targets = demo.wait_for(
                 lambda: (lambda t: t if t and not set(lost) & {
                     x['server_id'] for x in t.values()} else None)(
-                    _ready(demo, octavia, admin_nova, stack, pool_id)),
+                    lb.ready(demo, admin_nova, octavia, stack, pool_id,
+                             SERVERS)),
                 'round %d: both servers replaced and swapped in the pool'
                 % number, timeout=180)
         for old, address in lost.items():
