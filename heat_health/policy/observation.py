@@ -27,6 +27,22 @@ target may take.
 """
 
 
+# What an UNKNOWN says when the engine's rules refuse the check itself: the
+# mode cannot see that server at all (blind), not for a moment.
+REFUSED = 'check refused'
+
+
+def refused(reason):
+    """An UNKNOWN's reason for a check the engine's rules refuse."""
+    return '%s: %s' % (REFUSED, reason)
+
+
+def is_blind(observation):
+    """Whether the observation says its mode cannot see the server."""
+    return (observation.verdict == UNKNOWN and
+            (observation.reason or '').startswith(REFUSED + ':'))
+
+
 def to_wire(observation):
     """A JSON-able list (between processes and engines)."""
     return [observation.server_id, observation.verdict, observation.reason,

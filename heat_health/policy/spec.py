@@ -9,11 +9,14 @@ import collections
 
 from heat_health.policy import observation as obs
 from heat_health.policy import poll_url_guard
+from heat_health.policy import poll_url_rules
 
 DEFAULT_INTERVAL = 60
 DEFAULT_GRACE = 300
 ANY_FAILED, ALL_FAILED = 'ANY_FAILED', 'ALL_FAILED'
 DEFAULT_MODES = (obs.NODE_STATUS_POLLING,)
+# Added to the evidence bound (``PolicySpec.evidence_seconds``).
+EVIDENCE_SLACK_SECONDS = 10
 
 # Modes for which the engine lists servers in Nova (POLL_URL for the
 # servers' names and addresses).
@@ -80,7 +83,8 @@ class RecoverySpec(collections.namedtuple('RecoverySpec', [
         'max_concurrent',   # recoveries of the policy at once
         'max_unhealthy_fraction',  # the brake
         'mode',             # HEAL or OBSERVE
-        'replace'])):       # what RECREATE replaces: SERVER or MEMBER
+        'replace',          # what RECREATE replaces: SERVER or MEMBER
+        'respect_user_actions'])):  # a user's stop is not a failure
     __slots__ = ()
 
     @classmethod
@@ -112,7 +116,9 @@ class RecoverySpec(collections.namedtuple('RecoverySpec', [
                    max_unhealthy_fraction=get('max_unhealthy_fraction',
                                               0.55),
                    mode=get('mode', HEAL),
-                   replace=get('replace', SERVER))
+                   replace=get('replace', SERVER),
+                   respect_user_actions=bool(get('respect_user_actions',
+                                                 True)))
 
     def backoff(self, attempt, noise=0.0):
         """Seconds to wait after the ``attempt``-th attempt (1-based) ended.
@@ -165,6 +171,24 @@ class PolicySpec(collections.namedtuple('PolicySpec', [
     def options(self, mode):
         """The options of ``mode``, or None if the policy lacks it."""
         return self.mode_options.get(mode)
+
+    @property
+    def evidence_seconds(self):
+        """Seconds a detector's verdict stays evidence for an action.
+
+        Two detection intervals, plus the longest a poll URL check may
+        take (its tries and their waits), plus ten seconds of slack: a
+        detector that still sees the failure has said so again by then.
+        """
+        check = 0
+        options = self.options(obs.NODE_STATUS_POLL_URL)
+        if options is not None:
+            value = dict(poll_url_rules.DEFAULTS, **{
+                k: v for k, v in options.items() if v is not None}).get
+            check = value(poll_url_rules.RETRY_LIMIT) * (
+                value(poll_url_rules.TIMEOUT) +
+                value(poll_url_rules.RETRY_INTERVAL))
+        return 2 * self.interval + check + EVIDENCE_SLACK_SECONDS
 
     @property
     def polled(self):

@@ -69,12 +69,13 @@ class HealthPolicySchema(object):
         RECOVERY_ACTIONS, FENCING, NODE_DELETE_TIMEOUT, NODE_FORCE_RECREATE,
         MAX_ATTEMPTS, ATTEMPT_WINDOW, HEALTHY_RESET, BACKOFF_INITIAL,
         BACKOFF_MAX, BACKOFF_JITTER, SUCCESS_THRESHOLD, MAX_CONCURRENT,
-        MAX_UNHEALTHY_FRACTION, MODE, REPLACE,
+        MAX_UNHEALTHY_FRACTION, MODE, REPLACE, RESPECT_USER_ACTIONS,
     ) = (
         'actions', 'fencing', 'node_delete_timeout', 'node_force_recreate',
         'max_attempts', 'attempt_window', 'healthy_reset', 'backoff_initial',
         'backoff_max', 'backoff_jitter', 'success_threshold',
         'max_concurrent', 'max_unhealthy_fraction', 'mode', 'replace',
+        'respect_user_actions',
     )
 
     _ACTION_KEYS = (ACTION_NAME, ACTION_TYPE, ACTION_URL, ACTION_PARAMS) = (
@@ -379,6 +380,17 @@ class HealthPolicySchema(object):
                       'whole, with its ports, volumes and floating IP.'),
                     default=SERVER,
                     constraints=[constraints.AllowedValues(REPLACE_SCOPES)],
+                ),
+                RESPECT_USER_ACTIONS: properties.Schema(
+                    properties.Schema.BOOLEAN,
+                    _('A server its user (or an admin) stopped, paused, '
+                      'suspended, shelved or deleted through Nova is not '
+                      'healed: it is SUPPRESSED, with who asked and when, '
+                      'until it runs again. Nova\'s instance actions tell '
+                      'such a stop from one Nova made after the guest '
+                      'shut down by itself, which is healed. False heals '
+                      'whatever stopped the server.'),
+                    default=True,
                 ),
             },
         ),

@@ -296,7 +296,7 @@ class PollUrlChecker(object):
                 reason = str(error)
         self._warn_once(target, reason)
         return None, obs.Observation(
-            target.server_id, obs.UNKNOWN, 'check refused: %s' % reason,
+            target.server_id, obs.UNKNOWN, obs.refused(reason),
             obs.NODE_STATUS_POLL_URL, timeutils.utcnow(), target.policy_id)
 
     @staticmethod

@@ -17,11 +17,16 @@ from heat_health.policy import observation as obs
 from heat_health.policy import spec as policy_spec
 
 STATES = (NO_DATA, HEALTHY, SUSPECT, UNHEALTHY, RECOVERING, VERIFYING,
-          GAVE_UP) = (
+          GAVE_UP, SUPPRESSED) = (
     'NO_DATA', 'HEALTHY', 'SUSPECT', 'UNHEALTHY', 'RECOVERING', 'VERIFYING',
-    'GAVE_UP')
+    'GAVE_UP', 'SUPPRESSED')
 # NO_DATA: watched, but no detector has given a verdict yet. Never shown as
 # HEALTHY: a server nobody has looked at is not known to be well.
+# SUPPRESSED: its user stopped (paused, suspended, shelved, deleted) it
+# through Nova on purpose: not a failure, until it runs again.
+
+# States left only for HEALTHY: a failure changes nothing there.
+ENDED_ONLY_BY_HEALTH = frozenset([VERIFYING, GAVE_UP, SUPPRESSED])
 
 FAILING = frozenset([SUSPECT, UNHEALTHY])
 # States of a recovery: the planner's, never left for a failure.
@@ -42,17 +47,20 @@ the target must be looked at again when the suppression ends."""
 NOTHING = Transition(None, False)
 
 
-def decide(verdicts, modes, conditional):
+def decide(verdicts, modes, conditional, blind=frozenset()):
     """The state the verdicts call for, or None without any verdict.
 
     :param verdicts: {mode: Observation}, the latest known (not UNKNOWN)
         observation of each mode that has one.
     :param modes: the policy's detection modes.
     :param conditional: ANY_FAILED or ALL_FAILED.
+    :param blind: modes that cannot see the target (their checks are
+        refused by the engine's rules): ALL_FAILED asks only the others.
     :returns: a Decision; SUSPECT when some mode sees a failure that does
         not (yet) satisfy the conditional; HEALTHY when verdicts exist and
         none is a failure.
     """
+    modes = [m for m in modes if m not in blind] or list(modes)
     failed = [verdicts[m] for m in modes
               if m in verdicts and verdicts[m].verdict == obs.UNHEALTHY]
     healthy = [verdicts[m] for m in modes
@@ -79,7 +87,7 @@ NOT_SUPPRESSED = Suppression(None, None, None)
 
 
 def transition(old, verdicts, now, spec, suppression=NOT_SUPPRESSED,
-               streak=0):
+               streak=0, blind=frozenset()):
     """The Transition of a target in state ``old``.
 
     :param verdicts: {mode: Observation} as for ``decide``.
@@ -92,22 +100,24 @@ def transition(old, verdicts, now, spec, suppression=NOT_SUPPRESSED,
         updated is not taken for a failure.
     :param streak: healthy verdicts in a row since the last recovery
         action (VERIFYING ends at the policy's success threshold).
+    :param blind: modes that cannot see the target: they have no vote,
+        neither holding verification nor deciding a failure alone.
     """
     if old == RECOVERING:
         return NOTHING
-    decision = decide(verdicts, spec.modes, spec.conditional)
+    decision = decide(verdicts, spec.modes, spec.conditional, blind)
     if decision is None or decision.state == old:
         return NOTHING
-    if old in (VERIFYING, GAVE_UP):
+    if old in ENDED_ONLY_BY_HEALTH:
         if decision.state != HEALTHY:
             return NOTHING
         if old == VERIFYING and (
                 streak < spec.recovery.success_threshold or
                 any(m not in verdicts for m in spec.modes
-                    if m in policy_spec.POLLED)):
-            # Every polling detector must agree, having looked since the
-            # action: a reboot's notification says nothing of the
-            # application a poll URL checks.
+                    if m in policy_spec.POLLED and m not in blind)):
+            # Every polling detector that can see must agree, having
+            # looked since the action: a reboot's notification says
+            # nothing of the application a poll URL checks.
             return NOTHING
         if old == VERIFYING:
             decision = Decision(HEALTHY, 'recovered: %s' % decision.reason,

@@ -355,8 +355,15 @@ class Tracker(state_writes.StateWrites):
             # overrides newer news of the same source.
             return False
         self._note(target, observation)
+        if obs.is_blind(observation):
+            # A mode gone blind may change what is decided (verification
+            # no longer waits for it).
+            new = observation.source not in target.blind
+            target.blind[observation.source] = observation.reason
+            return new
         if observation.verdict == obs.UNKNOWN:
             return False
+        target.blind.pop(observation.source, None)
         target.verdicts[observation.source] = observation
         target.streak = (target.streak + 1 if observation.verdict ==
                          obs.HEALTHY else 0)
@@ -454,7 +461,7 @@ class Tracker(state_writes.StateWrites):
             return None
         result = states.transition(target.state, target.verdicts, now,
                                    target.policy.spec, target.suppression(),
-                                   target.streak)
+                                   target.streak, frozenset(target.blind))
         if result.held:
             self._unsettled.add(target.id)
         if result.decision is None:

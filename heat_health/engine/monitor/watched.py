@@ -69,7 +69,7 @@ class WatchedTarget(object):
                  'path', 'state', 'reason', 'since', 'grace_until',
                  'verdicts', 'stored', 'recovery', 'attempts',
                  'first_attempt_at', 'next_attempt_at', 'streak',
-                 'verdicts_after', 'changes', 'seen')
+                 'verdicts_after', 'changes', 'seen', 'blind')
 
     def __init__(self, row, policy):
         self.id = row.id
@@ -82,6 +82,9 @@ class WatchedTarget(object):
         # Counts what memory took of the target's state: a row read before
         # the latest of them is older than memory.
         self.changes = 0
+        # {mode: why} of the modes whose checks the engine's rules refuse
+        # for this server: they give no verdict, so they have no vote.
+        self.blind = {}
         self.take_stored(row)
         # Resume from the database: the last stored verdict still stands.
         self.stored = None

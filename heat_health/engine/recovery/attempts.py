@@ -16,6 +16,7 @@ from heat_health.engine.monitor import compute_hosts
 from heat_health.engine.monitor import nova_status
 from heat_health.engine.monitor import states
 from heat_health.engine.pools import lb_drain
+from heat_health.engine.recovery import evidence
 from heat_health.engine.recovery import nova_actions
 from heat_health.engine.recovery import planner
 from heat_health.engine.recovery import recreate
@@ -28,7 +29,7 @@ LOG = logging.getLogger(__name__)
 RECREATE = 'RECREATE'
 EVACUATE = settled_state.EVACUATE
 # Detection modes that report what Nova shows.
-NOVA_SOURCES = frozenset([obs.LIFECYCLE_EVENTS, obs.NODE_STATUS_POLLING])
+NOVA_SOURCES = evidence.NOVA_SOURCES
 INTENT, FENCED = recreate.INTENT, recreate.FENCED
 ISSUING, ISSUED, ESCALATE = 'issuing', 'issued', 'escalate'
 # Seconds before a restore put off (the pool follower has not swapped the
@@ -56,6 +57,49 @@ def _label(action):
 def _members_text(members):
     return ', '.join('%s in pool %s' % (address, pool)
                      for pool, (address, _w) in sorted(members.items()))
+
+
+# A user's action on a server, as its state's reason says it.
+_DONE = {'stop': 'stopped', 'pause': 'paused', 'suspend': 'suspended',
+         'shelve': 'shelved', 'shelveOffload': 'shelved',
+         'delete': 'deleted'}
+# Stands for "Nova not read yet" (None is a server Nova no longer has).
+_UNREAD = object()
+
+
+def _seen(found):
+    """What of Nova's view a decision rests on, as stored with it."""
+    if found is None:
+        return None
+    return [found.status, found.vm_state, found.task_state,
+            found.power_state]
+
+
+def _evidence_of(verdicts, now, max_age):
+    """The fresh verdicts a decision rests on, to store with it.
+
+    Entering RECOVERING starts the target's verdicts again (only what is
+    seen after the action judges it); what justified the decision is
+    kept with the attempt, so its effects can still be weighed on it.
+    """
+    return {mode: [o.verdict, o.reason, o.observed_at.isoformat()]
+            for mode, o in verdicts.items()
+            if mode not in NOVA_SOURCES and o.verdict == obs.UNHEALTHY and
+            (now - o.observed_at).total_seconds() <= max_age}
+
+
+def _decided_on(target):
+    """{mode: Observation}: the stored evidence, then what came since."""
+    recovery = target.recovery or {}
+    found = {}
+    for mode, (verdict, reason, when) in (
+            recovery.get('evidence') or {}).items():
+        found[mode] = obs.Observation(target.server_id, verdict, reason,
+                                      mode, planner.parse_time(when))
+    for mode, o in target.verdicts.items():
+        if mode not in found or o.observed_at >= found[mode].observed_at:
+            found[mode] = o
+    return found
 
 
 def _escalated_from(target):
@@ -159,25 +203,147 @@ class AttemptStages(object):
         return 'Nova is carrying out task %s on the server' % (
             found.task_state)
 
-    def _nova_says_running(self, target, found):
-        """Why a verdict only Nova gave, that Nova now denies, waits.
+    def _not_failing(self, policy, target, found, verdicts=None):
+        """Why the server is no longer failing, by fresh evidence, or None.
 
-        The server failed as Nova showed it (its notifications, its
-        status), and Nova now shows it ACTIVE and running with no task:
-        someone started it meanwhile, and the news has not reached the
-        target yet. Acting would reboot a running server; its detectors
-        are asked to look again instead.
+        Nova's view now and the verdicts of the detectors that do not read
+        Nova, no older than the policy's evidence bound. A failure only
+        Nova's news showed, that Nova now denies (someone started the
+        server meanwhile), is over; a poll URL or a load balancer that
+        still sees it failing keeps it.
         """
-        sources = {v.source for v in list(target.verdicts.values())
-                   if v.verdict == obs.UNHEALTHY}
-        if (found is None or found.task_state or not sources or
-                not sources <= NOVA_SOURCES or (nova_status.verdict(
-                    found.status, found.power_state) or (None,))[0] !=
-                obs.HEALTHY):
+        judged = evidence.judge(
+            found, target.verdicts if verdicts is None else verdicts,
+            self._clock(), policy.spec.evidence_seconds, stuck=True)
+        return None if judged.failing else judged.why
+
+    def _intent(self, policy, target, nova, found):
+        """Why the server's state is its user's doing, or None.
+
+        Only for a server Nova shows stopped, paused, suspended, shelved
+        or deleted, and a policy that respects its users' actions: Nova's
+        instance actions say who asked. Unread (Nova errors) is no
+        intent: the server is judged as any other.
+        """
+        if not policy.spec.recovery.respect_user_actions:
             return None
-        self.tracker.look_again(target.server_id)
-        return 'Nova shows the server %s and running since %s said it ' \
-            'failed' % (found.status, ', '.join(sorted(sources)))
+        vm_state = None if found is None else found.vm_state
+        if found is not None and (found.task_state or vm_state not in
+                                  evidence.DELIBERATE_STATES):
+            return None
+        try:
+            actions = nova.instance_actions(target.server_id)
+            own = nova.own_user_id()
+        except (nova_actions.NovaActionFailed,
+                nova_actions.ServerGone) as e:
+            LOG.info('Instance actions of %(s)s not read: %(e)s',
+                     {'s': target.server_id, 'e': e})
+            return None
+        found = evidence.deliberate(vm_state, actions, own)
+        if found is None:
+            return None
+        return '%s by user %s at %s%s: not healed until it runs again' % (
+            _DONE.get(found.action, found.action),
+            self._user_name(found.user_id), evidence.since(found.at),
+            ' (request %s)' % found.request_id if found.request_id else '')
+
+    def _suppress(self, target, expect, why):
+        """Its user's intent: SUPPRESSED, what was drained or marked undone."""
+        recovery = db_api.leftovers(target.recovery) or {}
+        columns = {'recovery': recovery or None}
+        if expect == states.RECOVERING:
+            columns.update(self._attempt_not_counted(target))
+        if self.tracker.store_step(target, expect, states.SUPPRESSED, why,
+                                   columns):
+            self.timeline.heat_event(target, 'COMPLETE', why)
+
+    @staticmethod
+    def _attempt_not_counted(target):
+        """Columns taking back the attempt of an abandoned decision."""
+        attempts = max(((target.recovery or {}).get('attempt') or
+                        target.attempts or 1) - 1, 0)
+        return {'attempts': attempts, 'next_attempt_at': None,
+                'first_attempt_at': (target.first_attempt_at if attempts
+                                     else None)}
+
+    def _justified(self, policy, target, nova, effect, found=_UNREAD):
+        """Whether the stored decision may have its effect now.
+
+        The one check before an attempt's first effect on its server
+        (drain, Nova action, fence, mark, workflow, webhook) and before
+        the stack update of a server not fenced: Nova's view now and the
+        fresh verdicts must still show the server failing and not stopped
+        by its user. Otherwise the attempt is abandoned with a timeline
+        row (its drains given back, its mark cleared by the planner's
+        undo), or decided again when Nova shows the server otherwise than
+        when it was decided, longer ago than the evidence bound. False
+        also while Nova cannot tell or carries out a task: nothing is
+        done, the next pass asks again.
+        """
+        recovery = target.recovery or {}
+        host = recovery.get('host_down')
+        place = self._place(target.server_id) if host else None
+        if place is not None and place[1] == compute_hosts.DOWN:
+            # Its host is forced down: that is the evidence, whatever Nova
+            # still shows of the server.
+            return True
+        if found is _UNREAD:
+            try:
+                found = nova.status(target.server_id)
+            except nova_actions.ServerGone:
+                found = None
+            except nova_actions.NovaActionFailed as e:
+                self._saw_nova_error(policy, e)
+                LOG.info('%(e)s of %(p)s waits: Nova error: %(x)s',
+                         {'e': effect, 'p': target.path, 'x': e})
+                return False
+        started = planner.parse_time(recovery.get('started_at'))
+        busy = self._nova_busy(target, found, since=started)
+        if busy:
+            LOG.info('%(e)s of %(p)s waits: %(b)s',
+                     {'e': effect, 'p': target.path, 'b': busy})
+            return False
+        intent = self._intent(policy, target, nova, found)
+        if intent:
+            self._suppress(target, states.RECOVERING, intent)
+            return False
+        why = self._not_failing(policy, target, found, _decided_on(target))
+        if why:
+            self._abandon(policy, target, states.HEALTHY,
+                          'recovery abandoned before %s: %s' % (effect, why))
+            return False
+        now = self._clock()
+        bound = policy.spec.evidence_seconds
+        if (started is not None and 'seen' in recovery and
+                (now - started).total_seconds() > bound and
+                _seen(found) != recovery['seen']):
+            self._abandon(policy, target, states.UNHEALTHY, (
+                'decision of %s is older than %ds and Nova shows the '
+                'server otherwise now (%s): decided again' % (
+                    _iso(started), bound, found and found.status or
+                    'gone')))
+            return False
+        return True
+
+    def _abandon(self, policy, target, state, reason):
+        """The attempt is not carried out: HEALTHY, or UNHEALTHY anew.
+
+        Its attempt is not counted; what it drained or marked is undone
+        by the planner's next steps (HEALTHY), or kept for the attempt
+        decided again (UNHEALTHY).
+        """
+        recovery = db_api.leftovers(target.recovery) or {}
+        if state == states.UNHEALTHY:
+            previous = target.recovery or {}
+            recovery.update(stage=ESCALATE, next_step=previous.get('step', 0),
+                            detected=previous.get('detected'))
+        columns = dict(self._attempt_not_counted(target),
+                       recovery=recovery or None)
+        if self.tracker.store_step(target, target.state, state, reason,
+                                   columns):
+            self.timeline.heat_event(target, 'COMPLETE', reason)
+            self.tracker.look_again(target.server_id)
+            self.wake(gather=False)
 
     def _start(self, policy, target, step):
         spec = policy.spec.recovery
@@ -202,11 +368,22 @@ class AttemptStages(object):
             return
         host_down = (place[0] if place is not None and
                      place[1] == compute_hosts.DOWN else None)
-        busy = None if host_down else (
-            self._nova_busy(target, found, since=_escalated_from(target)) or
-            self._nova_says_running(target, found))
+        busy = None if host_down else self._nova_busy(
+            target, found, since=_escalated_from(target))
         if busy:
             self.timeline.hold(policy, target, 'not now: %s' % busy,
+                               self._clock())
+            return
+        intent = self._intent(policy, target, nova, found)
+        if intent:
+            return self._suppress(target, states.UNHEALTHY, intent)
+        gone = None if host_down else self._not_failing(policy, target,
+                                                        found)
+        if gone:
+            # The detectors are asked to look again: news of the server
+            # may not have reached the target yet.
+            self.tracker.look_again(target.server_id)
+            self.timeline.hold(policy, target, 'not now: %s' % gone,
                                self._clock())
             return
         ladder, index, action = self._choose(policy, found, step.step,
@@ -239,7 +416,9 @@ class AttemptStages(object):
             'stage': INTENT, 'started_at': _iso(now),
             'verify_seconds': verify,
             'deadline': _iso(now + datetime.timedelta(seconds=verify)),
-            'detected': detected})
+            'detected': detected, 'seen': _seen(found),
+            'evidence': _evidence_of(target.verdicts, now,
+                                     policy.spec.evidence_seconds)})
         if host_down:
             recovery['host_down'] = host_down
         if action[0] == RECREATE:
@@ -268,7 +447,7 @@ class AttemptStages(object):
                  else now, 'next_attempt_at': None}, at=now):
             return
         self.timeline.heat_event(target, 'IN_PROGRESS', reason)
-        self._carry_on(policy, target, nova)
+        self._carry_on(policy, target, nova, found)
 
     def _members(self, policy, target, action):
         """The server's members to drain now ({} without a drainer)."""
@@ -317,11 +496,20 @@ class AttemptStages(object):
             return
         self._carry_on(policy, target, self._actions(policy.stack_id))
 
-    def _carry_on(self, policy, target, nova):
-        """Take the stored attempt as far as it goes now."""
+    def _carry_on(self, policy, target, nova, found=_UNREAD):
+        """Take the stored attempt as far as it goes now.
+
+        :param found: Nova's view of the server read this moment by the
+            caller, if any: the evidence is not read twice.
+        """
         recovery = dict(target.recovery or {})
         stage = recovery.get('stage')
         if stage == INTENT and self._not_reporting(policy, target):
+            return
+        if stage == INTENT and not self._justified(
+                policy, target, nova, _label((recovery.get('action'),
+                                              recovery.get('params'))),
+                found):
             return
         if stage == INTENT and not self._drain(policy, target, recovery):
             return
@@ -561,6 +749,10 @@ class AttemptStages(object):
         self.tracker.store_columns(target, {
             'attempts': 0, 'first_attempt_at': None,
             'next_attempt_at': None})
+
+    def _abandon_step(self, policy, target, step):
+        self._abandon(policy, target, states.UNHEALTHY,
+                      'recovery abandoned: %s' % step.reason)
 
     # Undoing what a recovery left
 

@@ -45,6 +45,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 from oslo_utils import timeutils
 
+from heat_health.common import keystone_users
 from heat_health.engine.monitor import states
 from heat_health.engine.pools import lb_drain
 from heat_health.engine.recovery import attempts
@@ -93,6 +94,7 @@ class RecoveryLoop(attempts.AttemptStages, recreate.RecreateStages,
         own once started (timeline.EventWriter), not by each step.
     :param place: server id -> (its compute host, that host's state) as
         Nova shows it (monitor.compute_hosts), or None when not known.
+    :param user_names: user id -> name (keystone_users.UserNames).
     """
 
     def __init__(self, engine_id, tracker, replacer,
@@ -100,8 +102,10 @@ class RecoveryLoop(attempts.AttemptStages, recreate.RecreateStages,
                  actions=None, drainer=None, conf=cfg.CONF,
                  clock=timeutils.utcnow, executor=None,
                  background_events=False, place=lambda server_id: None,
-                 webhooks=None):
+                 webhooks=None, user_names=None):
         self.engine_id = engine_id
+        # user id -> name, for the reason of a SUPPRESSED target.
+        self._user_name = user_names or keystone_users.UserNames(conf)
         self._conf = conf
         # Signed POSTs of WEBHOOK rungs (outside_rungs.Webhooks), made
         # when a rung first needs one.
@@ -321,7 +325,8 @@ class RecoveryLoop(attempts.AttemptStages, recreate.RecreateStages,
                            planner.ResetAttempts: self._reset,
                            planner.Restore: self._restore,
                            planner.Unmark: self._unmark,
-                           planner.Follow: self._follow}[type(step)]
+                           planner.Follow: self._follow,
+                           planner.Abandon: self._abandon_step}[type(step)]
                 handler(policy, step.target, step)
         except Exception:
             LOG.exception('Recovery step %(step)s of %(servers)s failed',

@@ -41,6 +41,9 @@ Hold = collections.namedtuple('Hold', ['target', 'reason'])
 Follow = collections.namedtuple('Follow', ['target'])
 """Read how the rung's workflow execution goes: its ERROR escalates at
 once, without waiting for the deadline."""
+Abandon = collections.namedtuple('Abandon', ['target', 'reason'])
+"""A stored attempt not to be carried on (the policy only observes now):
+back to UNHEALTHY, what it drained and marked undone after."""
 ReplaceMarked = collections.namedtuple('ReplaceMarked', ['targets'])
 """One stack update replaces the servers marked for it (the policy's, or,
 with ``by_stack``, those of one stack)."""
@@ -49,6 +52,11 @@ with ``by_stack``, those of one stack)."""
 # and waits for the stack update (see recovery.recreate).
 _MARKING = frozenset(['intent', 'fencing', 'fenced'])
 MARKED = 'marked'
+# Stages of an attempt that may be abandoned: nothing is on its way in
+# Nova or Heat (``issuing`` may have been sent, ``updating`` runs).
+_ABANDONABLE = _MARKING | {MARKED}
+# States in which what a recovery left is undone: over, healed, or meant.
+_UNDONE_IN = frozenset([states.HEALTHY, states.SUPPRESSED])
 
 Plan = collections.namedtuple('Plan', ['brake', 'steps'])
 
@@ -137,15 +145,36 @@ def _deadline_passed(target, now):
     return deadline is not None and now >= deadline
 
 
-def _undo(target):
-    """A step undoing what a finished recovery left, or None."""
+def _undo(target, observing=False):
+    """A step undoing what a finished recovery left, or None.
+
+    :param observing: the policy only observes: whatever no recovery
+        carries on any more is undone, failing or not.
+    """
     recovery = target.recovery or {}
-    if target.state in (states.HEALTHY, states.GAVE_UP) and (
+    over = observing and target.state not in states.IN_RECOVERY
+    if (over or target.state in _UNDONE_IN | {states.GAVE_UP}) and (
             recovery.get('drained') and not recovery.get('restored')):
         return Restore(target)
-    if target.state == states.HEALTHY and recovery.get('marked_failed'):
+    if (over or target.state in _UNDONE_IN) and recovery.get(
+            'marked_failed'):
         return Unmark(target)
     return None
+
+
+def _observing(targets):
+    """OBSERVE: attempts not under way in Nova or Heat are abandoned,
+    and what recoveries left is undone; nothing else."""
+    steps = []
+    for target in targets:
+        if (target.state == states.RECOVERING and
+                (target.recovery or {}).get('stage') in _ABANDONABLE):
+            steps.append(Abandon(target, 'the policy only observes'))
+            continue
+        undo = _undo(target, observing=True)
+        if undo is not None:
+            steps.append(undo)
+    return steps
 
 
 def _following(target):
@@ -240,7 +269,7 @@ def plan(policy, targets, now, running=(), engine_room=None, blind=None,
     if spec.mode == policy_spec.OBSERVE:
         # Detection and the report only: nothing to hold back or brake,
         # but what an earlier recovery left is still undone.
-        return Plan(None, [s for s in map(_undo, targets) if s])
+        return Plan(None, _observing(targets))
     braked = brake(targets, spec, now, blind)
     active = {t.id for t in targets if t.state in states.IN_RECOVERY}
     room = max(spec.max_concurrent - len(active | set(running)), 0)

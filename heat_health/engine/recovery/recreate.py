@@ -69,6 +69,15 @@ def marked_place(target, recovery=None):
     return target.stack_id, target.resource_name
 
 
+def fenced(recovery):
+    """Whether the attempt stopped (or deleted) the old server itself.
+
+    Its later effects rest on that: the server fails because it was
+    fenced.
+    """
+    return bool(recovery.get('fence_started_at'))
+
+
 def _member_args(recovery):
     """The replacer's keyword naming the member, if one is recorded."""
     member = (recovery or {}).get('member')
@@ -79,7 +88,7 @@ class RecreateStages(object):
     """RECREATE's stages.
 
     The loop provides tracker, replacer, timeline, ``_failed``,
-    ``_saw_nova_error`` and ``_wake_after_step``.
+    ``_justified``, ``_saw_nova_error`` and ``_wake_after_step``.
     """
 
     def _store_stage(self, target, recovery, reason):
@@ -257,6 +266,10 @@ class RecreateStages(object):
         for target in step.targets:
             recovery = target.recovery or {}
             old = recovery.get('old_server_id') or target.server_id
+            if not fenced(recovery) and not self._justified(
+                    policy, target, self._actions(policy.stack_id),
+                    'the stack update'):
+                continue
             try:
                 if self.replacer.replaced(target.stack_id,
                                           target.resource_name, old,

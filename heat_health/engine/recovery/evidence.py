@@ -1,0 +1,117 @@
+"""Whether a server still fails, and whether somebody meant it: pure.
+
+A stored decision is a plan, not a licence. Immediately before an effect
+on a server (drain, Nova action, fence, mark, stack update, workflow,
+webhook) recovery asks Nova how the server is now and reads the verdicts
+its detectors gave since the attempt began; this module judges them,
+with no I/O and no clock of its own:
+
+* ``judge``: the server is failing when Nova no longer has it, shows it
+  in error, stopped or with a guest that does not run, keeps a task on
+  it past the stuck deadline, or when a detector that does not read Nova
+  (its poll URL, its load balancer) said it failed within the evidence
+  bound; otherwise it is not, whatever was decided before;
+* ``deliberate``: a server Nova shows stopped, paused, suspended, shelved
+  or deleted by an action a user (or an admin) asked for is not failing:
+  Nova's instance actions say who asked. A stop Nova made itself after
+  the guest shut down (its power sync, with no user) is a failure.
+"""
+
+import collections
+import datetime
+
+from heat_health.engine.monitor import nova_status
+from heat_health.policy import observation as obs
+
+# Modes whose verdicts repeat what Nova shows: Nova's own answer now
+# supersedes them.
+NOVA_SOURCES = frozenset([obs.LIFECYCLE_EVENTS, obs.NODE_STATUS_POLLING])
+
+# vm_state a user's action leaves a server in -> the instance actions
+# (Nova's names) that lead there.
+_DELIBERATE = {
+    'stopped': frozenset(['stop']),
+    'paused': frozenset(['pause']),
+    'suspended': frozenset(['suspend']),
+    'shelved': frozenset(['shelve']),
+    'shelved_offloaded': frozenset(['shelve', 'shelveOffload']),
+    'soft-delete': frozenset(['delete']),
+    'deleted': frozenset(['delete']),
+}
+DELIBERATE_STATES = frozenset(_DELIBERATE)
+# The instance actions that can stand for a user's intent, when a server
+# is gone from Nova's listing.
+_GONE_BY = frozenset(['delete'])
+
+Judgement = collections.namedtuple('Judgement', ['failing', 'why'])
+"""``failing`` True or False, and ``why`` in a user's words."""
+
+Intent = collections.namedtuple('Intent', ['action', 'user_id',
+                                           'request_id', 'at'])
+"""A user's own action that explains the server's state."""
+
+
+def _age(now, then):
+    return (now - then).total_seconds()
+
+
+def judge(found, verdicts, now, max_age, stuck=False):
+    """Whether the server fails now, by Nova's view and fresh verdicts.
+
+    :param found: the server as Nova shows it now (``ServerStatus``), or
+        None when Nova no longer has it.
+    :param verdicts: {mode: Observation} taken since the attempt began.
+    :param max_age: seconds a verdict of a detector stays evidence.
+    :param stuck: Nova's task on the server is past its stuck deadline.
+    """
+    if found is None:
+        return Judgement(True, 'Nova no longer has the server')
+    if found.task_state:
+        if stuck:
+            return Judgement(True, 'Nova task %s for too long' %
+                             found.task_state)
+        return Judgement(False, 'Nova is carrying out task %s on the '
+                         'server' % found.task_state)
+    said = nova_status.verdict(found.status, found.power_state)
+    if said is not None and said[0] == obs.UNHEALTHY:
+        return Judgement(True, said[1])
+    fresh = [o for mode, o in verdicts.items()
+             if mode not in NOVA_SOURCES and o.verdict == obs.UNHEALTHY and
+             _age(now, o.observed_at) <= max_age]
+    if fresh:
+        latest = max(fresh, key=lambda o: o.observed_at)
+        return Judgement(True, '%s [%s]' % (latest.reason, latest.source))
+    return Judgement(False, 'Nova shows the server %s and running, and no '
+                     'detector said it failed in the last %ds' % (
+                         found.status, max_age))
+
+
+def deliberate(vm_state, actions, own_user_id=None):
+    """The user's action that put the server in ``vm_state``, or None.
+
+    :param vm_state: Nova's vm_state, or None for a server Nova no
+        longer has.
+    :param actions: its instance actions, newest first (``action``,
+        ``user_id``, ``request_id``, ``start_time``).
+    :param own_user_id: the user recovery acts as (its own fencing stop
+        is not a user's intent).
+    """
+    wanted = _GONE_BY if vm_state is None else _DELIBERATE.get(vm_state)
+    if not wanted or not actions:
+        return None
+    latest = actions[0]
+    if latest.action not in wanted or not latest.user_id:
+        # Nova's own power sync stops a guest that shut down with no
+        # user: a failure, not an intent.
+        return None
+    if own_user_id is not None and latest.user_id == own_user_id:
+        return None
+    return Intent(latest.action, latest.user_id, latest.request_id,
+                  latest.start_time)
+
+
+def since(when):
+    """An instance action's time for a reason: ISO 8601, seconds."""
+    if isinstance(when, datetime.datetime):
+        return when.replace(microsecond=0).isoformat()
+    return str(when)
