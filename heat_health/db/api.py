@@ -34,6 +34,7 @@ policy_owners_digest = policies.policy_owners_digest
 policy_release = policies.policy_release
 policy_renew = policies.policy_renew
 policy_set_suspended = policies.policy_set_suspended
+policy_set_blind = policies.policy_set_blind
 policy_set_braked = policies.policy_set_braked
 policy_set_error = policies.policy_set_error
 policy_set_paused = policies.policy_set_paused

@@ -91,6 +91,9 @@ class Policy(BASE):
     # When its detectors last confirmed every target's stored observation:
     # written by the owner with its leases, not per target.
     observed_through = sa.Column(sa.DateTime)
+    # {mode: {reason, targets, count}}: modes that cannot see some of its
+    # targets, as its owner last found them.
+    blind = sa.Column(db_types.JsonEncodedDict)
 
 
 class Target(BASE):

@@ -435,6 +435,19 @@ def policy_set_braked(engine_id, policy_id, generation, reason):
                 synchronize_session=False))
 
 
+def policy_set_blind(engine_id, policy_id, generation, blind):
+    """Store the policy's blind modes (None: every mode sees).
+
+    Only its owner under that generation writes it. True if written.
+    """
+    with db_session.facade.writer.using(db_session.Session()) as session:
+        return bool(session.query(models.Policy).filter_by(
+            id=policy_id, engine_id=engine_id, generation=generation).update(
+                {'blind': blind or None, 'updated_at':
+                 models.Policy.updated_at},
+                synchronize_session=False))
+
+
 # A policy's error is at most this long (its column's length).
 POLICY_ERROR_MAX = models.Policy.error.type.length
 

@@ -77,6 +77,8 @@ def _policy(policy, targets):
             'paused': policy.paused and dict(
                 policy.paused, at=_time(policy.paused['at'])),
             'observed_through': _time(policy.observed_through),
+            # Modes that cannot see some targets: they have no vote.
+            'blind_modes': policy.blind or {},
             'counts': dict(collections.Counter(t.state for t in targets)),
             'targets': [_target(t, policy.observed_through)
                         for t in targets]}

@@ -18,7 +18,8 @@ class Policy(base.VersionedObject, base.VersionedObjectDictCompat):
     # Version 1.4: error, error_since
     # Version 1.5: targets_version
     # Version 1.6: observed_through
-    VERSION = '1.6'
+    # Version 1.7: blind
+    VERSION = '1.7'
 
     fields = {
         'id': fields.StringField(),
@@ -47,6 +48,8 @@ class Policy(base.VersionedObject, base.VersionedObjectDictCompat):
         'error_since': fields.DateTimeField(nullable=True),
         'targets_version': fields.IntegerField(),
         'observed_through': fields.DateTimeField(nullable=True),
+        # Detection modes that cannot see some of its targets, and why.
+        'blind': heat_fields.JsonField(nullable=True),
         'created_at': fields.DateTimeField(),
         'updated_at': fields.DateTimeField(nullable=True),
     }

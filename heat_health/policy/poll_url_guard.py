@@ -320,3 +320,33 @@ def refusal_at_validation(template, variables):
     except Refused as error:
         return str(error)
     return None
+
+
+def refusal_under_rules(template, own_ip, allowed_hosts, networks):
+    """Why the engine's rules refuse template for every server, or None.
+
+    What is knowable before any server exists: a host that is the
+    server's own address (``own_ip``, what ``{ip}`` was expanded with)
+    needs some ``poll_url_allowed_networks``; a name must be one of
+    ``poll_url_allowed_hosts``; a literal address must lie in the
+    allowed networks. Syntax is ``refusal_at_validation``'s.
+    """
+    try:
+        _scheme, host, ip, port, _target = parse(template)
+    except Refused:
+        return None
+    if ip is not None and ip == ip_of(own_ip):
+        if networks:
+            return None
+        return ('poll URL host {ip} is the server\'s own address, but no '
+                '[heat_health] poll_url_allowed_networks is configured: '
+                'the engine polls no server\'s address')
+    if ip is None:
+        names = {str(h).lower().rstrip('.') for h in allowed_hosts
+                 if ip_of(h) is None}
+        if host in names:
+            return None
+        return ('poll URL host %s is a name that is not in [heat_health] '
+                'poll_url_allowed_hosts' % host)
+    refused = address_refusal(ip, port, networks)
+    return refused and 'poll URL host %s: %s' % (host, refused)

@@ -115,3 +115,15 @@ def poll_url_refusal_at_validation(template):
     without credentials.
     """
     return guard.refusal_at_validation(template, _SAMPLE)
+
+
+def poll_url_refusal_under_rules(template, allowed_hosts, networks):
+    """Why the engine's rules would refuse template's every check, or None.
+
+    :param networks: ``poll_url_allowed_networks`` entries, as configured
+        (text).
+    """
+    return guard.refusal_under_rules(
+        template.replace('{ip}', _SAMPLE['ip']).replace(
+            '{name}', _SAMPLE['name']).replace('{id}', _SAMPLE['id']),
+        _SAMPLE['ip'], allowed_hosts, guard.allowed_networks(networks))

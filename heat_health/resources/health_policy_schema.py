@@ -12,6 +12,9 @@ from heat.engine import attributes
 from heat.engine import constraints
 from heat.engine import function
 from heat.engine import properties
+from oslo_config import cfg
+
+from heat_health.common import config
 
 from heat_health.policy import poll_url_guard
 from heat_health.policy import poll_url_rules
@@ -464,6 +467,15 @@ class HealthPolicySchema(object):
         refused = poll_url_rules.poll_url_refusal_at_validation(url)
         if refused:
             self._invalid(refused, *(path + (self.POLL_URL,)))
+        # A URL no check of which the engine may make: the mode would be
+        # blind for every server.
+        group = cfg.CONF[config.GROUP]
+        refused = poll_url_rules.poll_url_refusal_under_rules(
+            url, group.poll_url_allowed_hosts,
+            group.poll_url_allowed_networks)
+        if refused:
+            self._invalid(_('%s: no server could ever be checked') % refused,
+                          *(path + (self.POLL_URL,)))
         pattern = options.get(self.POLL_URL_HEALTHY_RESPONSE)
         if pattern is not None:
             if not pattern:

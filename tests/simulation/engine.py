@@ -38,10 +38,17 @@ from heat_health.objects import target as target_object
 from heat_health.policy import observation as obs
 from heat_health.policy import spec as policy_spec
 from tests.simulation import faults as faults_mod
+from tests.simulation import nova_double
 
 # Seconds between two safety re-reads of a policy's target rows: much
 # shorter than the deployment's, so that runs go through them often.
 SAFETY_ROWS_SECONDS = 20.0
+# Keystone's names of the world's users.
+_USER_NAMES = {nova_double.OWNER[0]: 'demo'}
+
+
+def _user_name(user_id):
+    return _USER_NAMES.get(user_id, user_id)
 
 
 def _takes(cls, parameter):
@@ -140,7 +147,7 @@ class Engine(object):
         self.loop = loop_mod.RecoveryLoop(
             self.id, self.tracker, world.heat, blind=self._blind,
             drainer=self.drainer, conf=conf, clock=world.clock.now,
-            executor=self.executor, **place)
+            executor=self.executor, user_names=_user_name, **place)
         self._policies = {}      # id -> Policy
         self._next_claim = 0     # clock time of the next claim
         self._claimed_group = None

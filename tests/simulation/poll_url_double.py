@@ -22,6 +22,8 @@ class PollUrlDouble(object):
         self._clock = clock
         self._nova = nova
         self.silent = set()     # (policy id, server id) never answered
+        # (policy id, server id) the engine's rules never let it fetch.
+        self.refused = set()
 
     def silence(self, policy_id, server_id, silent=True):
         if silent:
@@ -29,9 +31,19 @@ class PollUrlDouble(object):
         else:
             self.silent.discard((policy_id, server_id))
 
+    def refuse(self, policy_id, server_id):
+        """The server's address is outside what the engine may fetch."""
+        self.refused.add((policy_id, server_id))
+
     def check(self, policy_id, server_id):
         """The policy's own check of the server now: an Observation."""
         now = self._clock()
+        if (policy_id, server_id) in self.refused:
+            return obs.Observation(
+                server_id, obs.UNKNOWN, obs.refused(
+                    'address of %s is not in [heat_health] '
+                    'poll_url_allowed_networks' % server_id),
+                obs.NODE_STATUS_POLL_URL, now, policy_id)
         if (policy_id, server_id) in self.silent:
             return obs.Observation(
                 server_id, obs.UNHEALTHY, 'poll URL of %s: no answer within '

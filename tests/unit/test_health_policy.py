@@ -9,6 +9,7 @@ from heat.engine import resource
 from heat.engine import stack as heat_stack
 from heat.engine import template
 from heat.tests import utils
+from oslo_config import cfg
 import oslo_messaging
 
 from heat_health.objects import policy as policy_object
@@ -45,6 +46,14 @@ class HealthPolicyTestCase(base.HeatHealthTestCase):
         resource._register_class('OS::Heat::HealthPolicy',
                                  health_policy.HealthPolicy)
         self.ctx = utils.dummy_context()
+        # The engine may fetch the servers' addresses (tenant networks).
+        self._networks(['10.0.0.0/8'])
+
+    def _networks(self, networks):
+        cfg.CONF.set_override('poll_url_allowed_networks', networks,
+                              group='heat_health')
+        self.addCleanup(cfg.CONF.clear_override,
+                        'poll_url_allowed_networks', group='heat_health')
 
     def _stack(self, **props):
         tmpl = template_format.parse(TEMPLATE)
@@ -81,6 +90,27 @@ class HealthPolicyTestCase(base.HeatHealthTestCase):
             poll_url='http://{ip}:8080/health?name={name}&id={id}',
             poll_url_healthy_response='OK'))
         self.assertIsNone(stack['policy'].validate())
+
+    def test_a_poll_url_the_engine_may_never_fetch_is_refused(self):
+        """No allowed networks: no server's {ip} is ever polled."""
+        self._networks([])
+        msg = self._invalid(detection=self._poll_url(
+            poll_url='http://{ip}:8080/health'))
+        self.assertIn('no [heat_health] poll_url_allowed_networks is '
+                      'configured', msg)
+        self.assertIn('no server could ever be checked', msg)
+
+    def test_a_poll_url_host_name_not_allowed_is_refused(self):
+        msg = self._invalid(detection=self._poll_url(
+            poll_url='http://health.example.com/{id}'))
+        self.assertIn('health.example.com is a name that is not in '
+                      '[heat_health] poll_url_allowed_hosts', msg)
+
+    def test_a_poll_url_address_outside_the_networks_is_refused(self):
+        msg = self._invalid(detection=self._poll_url(
+            poll_url='http://192.168.1.5/{id}'))
+        self.assertIn('192.168.1.5 port 80 is not in [heat_health] '
+                      'poll_url_allowed_networks', msg)
 
     def test_poll_url_missing(self):
         msg = self._invalid(detection=self._poll_url())

@@ -183,6 +183,8 @@ class RungsTest(unittest.TestCase):
             ('10.0.0.5',))
         nova = mock.Mock()
         nova.status.return_value = self.server
+        # Stopped by nobody: Nova's own power sync.
+        nova.instance_actions.return_value = []
         self.recovery = loop.RecoveryLoop(
             'engine', self.tracker, self.replacer,
             actions=lambda stack_id: nova, conf=cfg.CONF,

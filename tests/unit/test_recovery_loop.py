@@ -11,6 +11,7 @@ from heat_health.common import config  # noqa: F401
 from heat_health.engine.monitor import states
 from heat_health.engine.recovery import heat_replace
 from heat_health.engine.recovery import loop
+from heat_health.engine.recovery import nova_actions
 from heat_health.engine.recovery import planner
 from heat_health.objects import policy as policy_object
 from heat_health.policy import spec as policy_spec
@@ -60,6 +61,20 @@ class FakeReplacer(object):
         pass
 
 
+class StoppedNova(object):
+    """Nova showing the old server stopped by nobody: still failing."""
+
+    def status(self, server_id):
+        return nova_actions.ServerStatus(
+            server_id, 'SHUTOFF', 'stopped', None, 4, 'image', None)
+
+    def instance_actions(self, server_id):
+        return []
+
+    def own_user_id(self):
+        return 'trustee'
+
+
 class FakeTracker(object):
     def __init__(self):
         self.steps = []
@@ -74,6 +89,12 @@ class FakeTracker(object):
 
     def targets_of(self, policy_id):
         return []
+
+    def stuck_after(self, server_id):
+        return 30
+
+    def look_again(self, server_id):
+        pass
 
     def store_columns(self, target, columns):
         for name, value in columns.items():
@@ -93,7 +114,7 @@ def _target(stage, index=0, stack_id='nested', **recovery):
     return types.SimpleNamespace(
         id=index + 1, server_id='old', stack_id=stack_id,
         resource_name=str(index), path='g/%d' % index,
-        state=states.RECOVERING, reason='down',
+        state=states.RECOVERING, reason='down', verdicts={},
         recovery=dict(recovery, action='RECREATE', stage=stage,
                       old_server_id='old', step=0))
 
@@ -116,7 +137,7 @@ class RecreateTest(unittest.TestCase):
     def _loop(self, replacer):
         self.tracker = FakeTracker()
         return loop.RecoveryLoop('engine', self.tracker, replacer,
-                                 actions=lambda stack_id: None,
+                                 actions=lambda stack_id: StoppedNova(),
                                  conf=cfg.CONF)
 
     def _advance(self, target):
@@ -397,7 +418,7 @@ class HeatEventsTest(unittest.TestCase):
         self.replacer = BlockedEventsReplacer()
         self.recovery = loop.RecoveryLoop(
             'engine', FakeTracker(), self.replacer,
-            actions=lambda stack_id: None, conf=cfg.CONF,
+            actions=lambda stack_id: StoppedNova(), conf=cfg.CONF,
             background_events=True)
         self.recovery.timeline.heat_events.start()
         self.addCleanup(self.replacer.release.set)

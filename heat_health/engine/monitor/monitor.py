@@ -25,6 +25,7 @@ from heat.common import context as heat_context
 from heat_health.common import nova_adapter
 from heat_health.common import octavia_adapter
 from heat_health.db import api as db_api
+from heat_health.engine.monitor import blind_modes
 from heat_health.engine.monitor import compute_hosts
 from heat_health.engine.monitor import lb_status
 from heat_health.engine.monitor import lifecycle_events
@@ -302,6 +303,7 @@ class Monitor(object):
         self.registry = registry
         self.tracker = tracker_mod.Tracker(
             engine_id, host, fresh_resolution=self._fresh_resolution)
+        self._blind_modes = blind_modes.BlindModes(engine_id)
         # The leases carry when the detectors last confirmed what is
         # stored.
         registry.observed = lambda: self.tracker.observed_through(
@@ -435,6 +437,7 @@ class Monitor(object):
         with self._step('settle'):
             self.tracker.settle()
             self.tracker.flush()
+            self._blind_modes.store(self.tracker)
 
     def _claim_due(self, now):
         """Whether this tick claims: ``CLAIM_SECONDS`` passed, or sooner.

@@ -42,6 +42,8 @@ LOG = logging.getLogger(__name__)
 # A Nova task is never taken for stuck sooner: reboots and rebuilds take
 # this long on a busy host.
 STUCK_MIN_SECONDS = 30
+# Targets a blind mode of a policy names in its report (the rest counted).
+BLIND_TARGETS_SHOWN = 20
 
 
 # Modes whose every check gives each target a verdict, news or not.
@@ -492,6 +494,24 @@ class Tracker(state_writes.StateWrites):
                             row.grace_until) or target.differs(row)):
                     return False
             return True
+
+    def blind_of(self, policy_id, shown=BLIND_TARGETS_SHOWN):
+        """{mode: {reason, targets, count}}: modes blind for some targets.
+
+        ``targets`` names the first ``shown`` of them by path; ``reason``
+        is the first target's (the rule that refused its check).
+        """
+        with self._lock:
+            found = {}
+            for target in sorted(self._by_policy.get(policy_id, ()),
+                                 key=lambda t: t.path):
+                for mode, reason in target.blind.items():
+                    entry = found.setdefault(mode, {
+                        'reason': reason, 'targets': [], 'count': 0})
+                    entry['count'] += 1
+                    if len(entry['targets']) < shown:
+                        entry['targets'].append(target.path)
+            return found
 
     def targets_of(self, policy_id):
         """The watched targets of one policy (live objects: read only)."""

@@ -13,7 +13,6 @@ from oslo_log import log as logging
 from heat_health.common import power_states
 from heat_health.db import api as db_api
 from heat_health.engine.monitor import compute_hosts
-from heat_health.engine.monitor import nova_status
 from heat_health.engine.monitor import states
 from heat_health.engine.pools import lb_drain
 from heat_health.engine.recovery import evidence
@@ -374,7 +373,10 @@ class AttemptStages(object):
             self.timeline.hold(policy, target, 'not now: %s' % busy,
                                self._clock())
             return
-        intent = self._intent(policy, target, nova, found)
+        # On a host forced down the server is lost with it, whatever its
+        # user asked before.
+        intent = None if host_down else self._intent(policy, target, nova,
+                                                     found)
         if intent:
             return self._suppress(target, states.UNHEALTHY, intent)
         gone = None if host_down else self._not_failing(policy, target,

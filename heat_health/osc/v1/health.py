@@ -43,6 +43,11 @@ def _policy_state(policy):
     if policy.get('error'):
         states.append('not watched fully since %s: %s' % (
             policy.get('error_since'), policy['error']))
+    for mode, blind in sorted((policy.get('blind_modes') or {}).items()):
+        states.append('%s blind for %d server%s (%s): %s' % (
+            mode, blind.get('count', 0),
+            '' if blind.get('count') == 1 else 's',
+            ', '.join(blind.get('targets') or []), blind.get('reason')))
     return '; '.join(states) or 'active'
 
 

@@ -18,6 +18,7 @@ from heat_health.policy import spec as policy_spec
 from tests.unit.test_recovery_loop import _policy
 from tests.unit.test_recovery_loop import FakeReplacer
 from tests.unit.test_recovery_loop import FakeTracker
+from tests.unit.test_recovery_loop import StoppedNova
 
 
 class RecordingExecutor(object):
@@ -127,9 +128,12 @@ class DrainAcrossPassesTest(unittest.TestCase):
         self.addCleanup(recovery._pool.shutdown)
         recovery.timeline = mock.Mock()
         nova = mock.Mock()
+        # Still stopped, by nobody (Nova's power sync): still failing.
+        nova.status.return_value = StoppedNova().status('old')
+        nova.instance_actions.return_value = []
         target = types.SimpleNamespace(
             id=1, server_id='old', stack_id='nested', resource_name='0',
-            path='g/0', state=states.RECOVERING, reason='down',
+            path='g/0', state=states.RECOVERING, reason='down', verdicts={},
             recovery={'action': 'REBOOT', 'params': {'type': 'HARD'},
                       'stage': 'intent', 'step': 0,
                       'drained': {'pool': ['10.0.0.5', 1]}})
