@@ -280,6 +280,12 @@ class AttemptStages(object):
         done, the next pass asks again.
         """
         recovery = target.recovery or {}
+        held = self._switched_off(policy)
+        if held:
+            # An operator's switch is an intent too, read as stored now.
+            LOG.info('%(e)s of %(p)s waits: %(h)s',
+                     {'e': effect, 'p': target.path, 'h': held})
+            return False
         host = recovery.get('host_down')
         place = self._place(target.server_id) if host else None
         if place is not None and place[1] == compute_hosts.DOWN:
@@ -514,6 +520,11 @@ class AttemptStages(object):
                 found):
             return
         if stage == INTENT and not self._drain(policy, target, recovery):
+            return
+        if stage == INTENT and recovery.get('drained') and not (
+                self._justified(policy, target, nova, _label((
+                    recovery.get('action'), recovery.get('params'))))):
+            # The drain may have waited: the evidence is read again.
             return
         if recovery.get('action') == RECREATE:
             return self._recreate(policy, target, recovery, nova)

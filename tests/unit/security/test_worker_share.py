@@ -16,6 +16,7 @@ from heat_health.engine.monitor import states
 from heat_health.engine.recovery import loop
 from heat_health.policy import spec as policy_spec
 from tests.unit.test_recovery_loop import _policy
+from tests.unit.test_recovery_loop import _store_enabled
 from tests.unit.test_recovery_loop import FakeReplacer
 from tests.unit.test_recovery_loop import FakeTracker
 from tests.unit.test_recovery_loop import StoppedNova
@@ -119,6 +120,7 @@ class DrainAcrossPassesTest(unittest.TestCase):
     """A busy load balancer frees the worker; the drain goes on later."""
 
     def test_the_action_waits_for_the_drain_across_passes(self):
+        _store_enabled(self)
         drainer = BusyDrainer(busy=2)
         tracker = FakeTracker()
         now = [loop.timeutils.utcnow()]
