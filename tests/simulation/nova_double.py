@@ -118,11 +118,10 @@ _AT_START = {
                  'power_state': NOSTATE},
 }
 
-# Who asks Nova: the stack owner through its own API calls, Heat's
-# trustee (the user of the owner's trust, with which recovery and Heat
-# act), and heat-health-engine's own user for its admin client.
+# Who asks Nova: the stack owner (whose trust recovery and Heat use: Heat's
+# trusts impersonate, so Nova records the owner), and heat-health-engine's
+# own user for its admin client.
 OWNER = ('user-1', 'project-1')
-TRUSTEE = ('heat-trustee', 'project-1')
 ENGINE_USER = ('heat-health', 'service')
 # The power sync acts with an admin context: no user, no project.
 NOVA_ITSELF = (None, None)
@@ -337,7 +336,7 @@ class NovaDouble(object):
                       task_state=None, power_state=NOSTATE)
             self.accepted.append(self._record(server_id, 'delete', None,
                                               'heat'))
-            self._act(server_id, 'delete', TRUSTEE)
+            self._act(server_id, 'delete', OWNER)
 
     def suspend_now(self, server_id):
         """Heat's suspend (at once; its host runs it once it is back)."""
@@ -347,7 +346,7 @@ class NovaDouble(object):
                                 power_state=SUSPENDED)
             self.accepted.append(self._record(server_id, 'suspend', None,
                                               'heat'))
-            self._act(server_id, 'suspend', TRUSTEE)
+            self._act(server_id, 'suspend', OWNER)
 
     def resume_now(self, server_id):
         server = self.find(server_id)
@@ -356,7 +355,7 @@ class NovaDouble(object):
                                 power_state=RUNNING)
             self.accepted.append(self._record(server_id, 'resume', None,
                                               'heat'))
-            self._act(server_id, 'resume', TRUSTEE)
+            self._act(server_id, 'resume', OWNER)
 
     def _now_or_queued(self, server, task, **then):
         if self._reporting(server):
@@ -550,7 +549,7 @@ class NovaDouble(object):
     def _accept(self, actor, server, action, detail=None):
         self.accepted.append(self._record(server.id, action, detail, actor,
                                           self.caller))
-        self._act(server.id, action, ENGINE_USER if self.admin else TRUSTEE)
+        self._act(server.id, action, ENGINE_USER if self.admin else OWNER)
 
     def _act(self, server_id, action, who, at=None):
         """One instance action, seen from ``at`` (now by default)."""
@@ -797,21 +796,10 @@ class _InstanceActions(_Manager):
         return self._do('instance_actions', server)
 
 
-class _Session(object):
-    """The client's keystoneauth adapter, as far as its user goes."""
-
-    def __init__(self, who):
-        self._user_id = who[0]
-
-    def get_user_id(self):
-        return self._user_id
-
-
 class _Client(object):
     """A python-novaclient Client, as far as NovaActions uses one."""
 
     def __init__(self, nova, actor, stack_id=None, admin=False):
-        self.client = _Session(ENGINE_USER if admin else TRUSTEE)
         self.servers = _Servers(nova, actor, stack_id, admin)
         self.instance_action = _InstanceActions(nova, actor, stack_id,
                                                 admin)

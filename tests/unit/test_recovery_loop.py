@@ -71,9 +71,6 @@ class StoppedNova(object):
     def instance_actions(self, server_id):
         return []
 
-    def own_user_id(self):
-        return 'trustee'
-
 
 class FakeTracker(object):
     def __init__(self):

@@ -212,7 +212,7 @@ def test_nova_double_refuses_as_nova_does(make_world):
 
 
 def test_nova_double_tells_who_asked_for_each_action(make_world):
-    """Requests name who asked: the user, the trustee, or none (Nova)."""
+    """A user's and recovery's requests have a user; the power sync not."""
     w = make_world(engines=1, servers=1, pool=False)
     actions = nova_actions.NovaActions(w.nova.client())
     server_id = w.server_id(0)
@@ -225,7 +225,7 @@ def test_nova_double_tells_who_asked_for_each_action(make_world):
     w.advance(nova_double.SYNC_SECONDS)
     found = actions.instance_actions(server_id)
     assert [(a.action, a.user_id, a.project_id) for a in found] == [
-        ('stop', None, None), ('unpause', 'heat-trustee', 'project-1'),
+        ('stop', None, None), ('unpause', 'user-1', 'project-1'),
         ('pause', 'user-1', 'project-1')]
     assert len({a.request_id for a in found}) == 3
     assert found[0].start_time == w.clock()

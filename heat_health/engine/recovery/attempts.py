@@ -101,6 +101,15 @@ def _decided_on(target):
     return found
 
 
+def _fenced_since(target):
+    """When this incident's recovery first began to fence the server."""
+    recovery = target.recovery or {}
+    times = [planner.parse_time(recovery.get(key))
+             for key in ('fenced_since', 'fence_started_at')]
+    times = [t for t in times if t is not None]
+    return min(times) if times else None
+
+
 def _escalated_from(target):
     """When the action of the attempt that escalated was issued, or None.
 
@@ -232,13 +241,12 @@ class AttemptStages(object):
             return None
         try:
             actions = nova.instance_actions(target.server_id)
-            own = nova.own_user_id()
         except (nova_actions.NovaActionFailed,
                 nova_actions.ServerGone) as e:
             LOG.info('Instance actions of %(s)s not read: %(e)s',
                      {'s': target.server_id, 'e': e})
             return None
-        found = evidence.deliberate(vm_state, actions, own)
+        found = evidence.deliberate(vm_state, actions, _fenced_since(target))
         if found is None:
             return None
         return '%s by user %s at %s%s: not healed until it runs again' % (
@@ -429,6 +437,10 @@ class AttemptStages(object):
                                      policy.spec.evidence_seconds)})
         if host_down:
             recovery['host_down'] = host_down
+        fenced = _fenced_since(target)
+        if fenced is not None:
+            # An earlier attempt stopped the server: not its user.
+            recovery['fenced_since'] = _iso(fenced)
         if action[0] == RECREATE:
             # Recorded before the marking: cleared if the server heals.
             recovery['marked_failed'] = target.server_id

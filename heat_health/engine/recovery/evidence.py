@@ -39,6 +39,10 @@ _DELIBERATE = {
     'deleted': frozenset(['delete']),
 }
 DELIBERATE_STATES = frozenset(_DELIBERATE)
+# Instance actions of recovery's own fencing.
+_FENCING = frozenset(['stop', 'delete', 'forceDelete'])
+# Seconds Nova's clock and the engine's may differ by.
+CLOCK_SKEW_SECONDS = 5
 # The instance actions that can stand for a user's intent, when a server
 # is gone from Nova's listing.
 _GONE_BY = frozenset(['delete'])
@@ -86,15 +90,17 @@ def judge(found, verdicts, now, max_age, stuck=False):
                          found.status, max_age))
 
 
-def deliberate(vm_state, actions, own_user_id=None):
+def deliberate(vm_state, actions, fenced_since=None):
     """The user's action that put the server in ``vm_state``, or None.
 
     :param vm_state: Nova's vm_state, or None for a server Nova no
         longer has.
     :param actions: its instance actions, newest first (``action``,
         ``user_id``, ``request_id``, ``start_time``).
-    :param own_user_id: the user recovery acts as (its own fencing stop
-        is not a user's intent).
+    :param fenced_since: when recovery began to fence the server (stop
+        or delete it), if it did: Heat's trusts impersonate the stack's
+        owner, so Nova records recovery's own stop as the owner's; one
+        begun since then is recovery's, not a user's intent.
     """
     wanted = _GONE_BY if vm_state is None else _DELIBERATE.get(vm_state)
     if not wanted or not actions:
@@ -104,7 +110,9 @@ def deliberate(vm_state, actions, own_user_id=None):
         # Nova's own power sync stops a guest that shut down with no
         # user: a failure, not an intent.
         return None
-    if own_user_id is not None and latest.user_id == own_user_id:
+    if (fenced_since is not None and latest.action in _FENCING and
+            latest.start_time is not None and latest.start_time >=
+            fenced_since - datetime.timedelta(seconds=CLOCK_SKEW_SECONDS)):
         return None
     return Intent(latest.action, latest.user_id, latest.request_id,
                   latest.start_time)

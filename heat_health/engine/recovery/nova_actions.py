@@ -94,18 +94,6 @@ class NovaActions(object):
     def __init__(self, client):
         self._client = client
 
-    def own_user_id(self):
-        """The user these actions are asked as (the trust's), or None.
-
-        Nova records it with each instance action: recovery's own stop is
-        then not taken for a user's.
-        """
-        try:
-            return self._client.client.get_user_id()
-        except Exception as e:
-            LOG.debug('Own user id not known: %s', e)
-            return None
-
     def _call(self, what, server_id, func, *args, refusals=(
             nova_exc.Conflict,)):
         try:
