@@ -50,6 +50,11 @@ class ComputeAPI(compute_lists.ServerLists, compute_servers.Servers,
         router.add('PUT', '/servers/{server_id}', self.update_server)
         router.add('DELETE', '/servers/{server_id}', self.delete_server)
         router.add('POST', '/servers/{server_id}/action', self.action)
+        router.add('GET', '/servers/{server_id}/os-instance-actions',
+                   self.list_instance_actions)
+        router.add('GET',
+                   '/servers/{server_id}/os-instance-actions/{request_id}',
+                   self.show_instance_action)
         router.add('GET', '/servers/{server_id}/metadata', self.get_metadata)
         router.add('PUT', '/servers/{server_id}/metadata', self.set_metadata)
         router.add('POST', '/servers/{server_id}/metadata',

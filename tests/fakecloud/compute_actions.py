@@ -1,11 +1,13 @@
 """Nova's server actions (POST /servers/{id}/action): which states allow
 them, and handing them to the lifecycle.  Each action accepted goes on the
-timeline as action:<name>."""
+timeline as action:<name>, and on the server's instance actions
+(os-instance-actions) with who asked."""
 
 import secrets
 
 from tests.fakecloud import compute_base as base
 from tests.fakecloud import http
+from tests.fakecloud import state
 
 # vm_states in which an action is allowed, as Nova's API checks them.
 ALLOWED = {
@@ -34,6 +36,9 @@ ALLOWED_TASKS = {
 }
 ACTION_NAMES = {'os-stop': 'stop', 'os-start': 'start',
                 'reboot_soft': 'reboot', 'reboot_hard': 'reboot'}
+# The instance action Nova records for a request, where its name differs.
+INSTANCE_ACTIONS = {'os-stop': 'stop', 'os-start': 'start',
+                    'forceDelete': 'delete'}
 
 
 class Actions(object):
@@ -77,6 +82,7 @@ class Actions(object):
                                        "Value: %s." % kind)
             self._check(server, 'reboot_' + kind.lower())
             self.store.record(server, 'action:reboot', type=kind)
+            server.act('reboot', context)
             life.reboot(server, context, hard=kind == 'HARD')
         elif name == 'rebuild':
             return self._rebuild(req, ctx, server, args or {})
@@ -84,6 +90,7 @@ class Actions(object):
                       'resume', 'restore', 'forceDelete'):
             self._check(server, name)
             self.store.record(server, 'action:' + name)
+            server.act(INSTANCE_ACTIONS.get(name, name), context)
             {'os-stop': life.stop, 'os-start': life.start,
              'pause': life.pause, 'unpause': life.unpause,
              'suspend': life.suspend, 'resume': life.resume,
@@ -97,6 +104,7 @@ class Actions(object):
         self._check(server, 'rebuild')
         image_id = self._image_id(args.get('imageRef'))
         self.store.record(server, 'action:rebuild')
+        server.act('rebuild', ctx.to_notification())
         if 'name' in args:
             server.name = str(args['name'])
         if 'metadata' in args:
@@ -108,3 +116,29 @@ class Actions(object):
         view = self.views.server(server, ctx.is_admin, req.version)
         view['adminPass'] = secrets.token_urlsafe(9)
         return http.Reply(202, {'server': view})
+
+    # Instance actions
+
+    @staticmethod
+    def _instance_action(recorded, version):
+        view = dict(recorded, start_time=state.isotime_us(
+            recorded['start_time']))
+        if version >= (2, 58):
+            view['updated_at'] = view['start_time']
+        return view
+
+    def list_instance_actions(self, req, ctx, server_id):
+        """Newest first, as Nova lists them."""
+        server = self._server(ctx, server_id)
+        return http.Reply(200, {'instanceActions': [
+            self._instance_action(a, req.version)
+            for a in reversed(server.actions)]})
+
+    def show_instance_action(self, req, ctx, server_id, request_id):
+        server = self._server(ctx, server_id)
+        for recorded in server.actions:
+            if recorded['request_id'] == request_id:
+                view = self._instance_action(recorded, req.version)
+                view['events'] = []
+                return http.Reply(200, {'instanceAction': view})
+        raise base.NovaError(404, 'Action %s not found' % request_id)

@@ -37,6 +37,7 @@ class Servers(object):
         # left to finish, unless it is stuck and never will.
         if server.task_state != 'deleting' or server.stuck:
             self.store.record(server, 'action:delete')
+            server.act('delete', ctx.to_notification())
             self.lifecycle.delete(server, ctx.to_notification())
         return http.Reply(204)
 
@@ -159,6 +160,7 @@ class Servers(object):
             self._plug(server, ctx, requested, group_ids)
             server.touch()
             self.store.record(server, 'created')
+            server.act('create', context)
             self.lifecycle.boot(server, context)
             created.append(server)
         if body.get('return_reservation_id'):
@@ -290,6 +292,7 @@ class Servers(object):
                     'network', 'private'),
                  'fixed_ip': fixed[0] if fixed else None})
         context = ctx.to_notification()
+        server.act('attach_interface', context)
         self.lifecycle.emit(server, context,
                             'instance.interface_attach.start')
         groups = self._security_group_ids(ctx, server.security_groups)
@@ -327,6 +330,7 @@ class Servers(object):
         else:
             raise base.NovaError(404, 'Port %s is not attached' % port_id)
         context = ctx.to_notification()
+        server.act('detach_interface', context)
         self.lifecycle.emit(server, context,
                             'instance.interface_detach.start')
         if port_id in server.owned_ports:

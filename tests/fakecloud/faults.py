@@ -343,9 +343,12 @@ class Faults(object):
         life = self.lifecycle
         ctx = SYSTEM_CONTEXT
         if name == 'power_off':
+            # The guest shut down; Nova's power sync stops the server.
+            server.act('stop', ctx)
             life.instant(server, ctx, 'power_off', 'powering-off',
                          life.stopped)
         elif name == 'shutdown':
+            server.act('stop', ctx)
             life.begin(server)
             life.emit(server, ctx, 'instance.shutdown.start')
             life.stopped(server, ctx)

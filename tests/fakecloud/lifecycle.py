@@ -113,6 +113,9 @@ class Lifecycle(object):
                  'function': _FAILING[action]}
         server.fault = {'code': 500, 'message': message,
                         'created': state.isotime(time.time())}
+        if server.actions:
+            # Nova marks the action whose event failed.
+            server.actions[-1]['message'] = 'Error'
         self.set_state(server, context, vm_state='error', task_state=None)
         self.emit(server, context, 'instance.%s.error' % action, fault=fault)
 

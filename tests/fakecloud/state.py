@@ -110,6 +110,8 @@ class Server(object):
         self.task_state = 'scheduling'
         self.power_state = NOSTATE
         self.fault = None
+        # Nova's instance actions (os-instance-actions), oldest first.
+        self.actions = []
         self.created_at = self.updated_at = time.time()
         self.launched_at = None
         self.terminated_at = None
@@ -143,6 +145,19 @@ class Server(object):
     @property
     def deleted(self):
         return self.vm_state == 'deleted'
+
+    def act(self, action, context):
+        """Record one instance action, as Nova's API does for a request.
+
+        context: who asked, a notification context (no user and no
+        project when Nova acted itself, with an admin context).
+        """
+        self.actions.append({
+            'action': action, 'instance_uuid': self.id,
+            'request_id': context['request_id'] or 'req-%s' % uuid.uuid4(),
+            'user_id': context['user_id'],
+            'project_id': context['project_id'],
+            'start_time': time.time(), 'message': None})
 
     def touch(self):
         self.updated_at = time.time()

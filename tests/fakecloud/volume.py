@@ -401,6 +401,7 @@ class VolumeAttachments(object):
         attachment = self.volumes.attach(volume, server, body.get('device'))
         self.store.record(server, 'action:attach_volume',
                           volume_id=volume['id'])
+        server.act('attach_volume', ctx.to_notification())
         return http.Reply(200, {'volumeAttachment': self._attachment(
             req, volume, attachment)})
 
@@ -415,4 +416,5 @@ class VolumeAttachments(object):
         self.volumes.detach(volume, server)
         self.store.record(server, 'action:detach_volume',
                           volume_id=volume['id'])
+        server.act('detach_volume', ctx.to_notification())
         return http.Reply(202)

@@ -12,10 +12,18 @@ power state 3, a vanished guest stays ACTIVE with power state 0.
 
 ``client(actor)`` gives a python-novaclient lookalike (``servers.get``,
 ``reboot``, ``rebuild``, ``start``, ``stop``, ``unpause``, ``resume``,
-``delete``, ``force_delete``) raising novaclient's exceptions, so the real
-NovaActions adapter sorts the answers; ``listing()`` gives what the status
-poller's NovaAdapter would. Every accepted action is recorded, with the
-actor that asked for it.
+``delete``, ``force_delete``; ``instance_action.list``) raising
+novaclient's exceptions, so the real NovaActions adapter sorts the
+answers; ``listing()`` gives what the status poller's NovaAdapter would.
+Every accepted action is recorded, with the actor that asked for it.
+
+Nova's instance actions (``instance_action.list``) say who asked: every
+request through the API (recovery's and Heat's, made with the stack
+owner's trust, and any other user's) is one with the owner's user and
+project and a request id of its own; the engine's admin client acts as
+its own service user; a stop Nova's power sync makes after a guest shut
+down has no user and no project; other faults behind Nova's back record
+none.
 
 Compute hosts (admin only, as Nova shows them): two, ``compute1`` and
 ``compute2``; a new server is placed on the UP host after the last one
@@ -109,6 +117,13 @@ _AT_START = {
     'deleting': {'deleted': True, 'vm_state': 'deleted',
                  'power_state': NOSTATE},
 }
+
+# Who asks Nova: the stack owner (whose trust recovery and Heat use), and
+# heat-health-engine's own user for its admin client.
+OWNER = ('user-1', 'project-1')
+ENGINE_USER = ('heat-health', 'service')
+# The power sync acts with an admin context: no user, no project.
+NOVA_ITSELF = (None, None)
 
 Accepted = collections.namedtuple('Accepted', ['at', 'server_id', 'action',
                                                'detail', 'actor', 'stack_id',
@@ -223,6 +238,9 @@ class NovaDouble(object):
         self.list_faults = faults_mod.Faults()   # the admin listings
         self.host_faults = faults_mod.Faults()   # the compute hosts' one
         self.caller = None         # root stack of the client calling now
+        # Server id -> its instance actions, oldest first.
+        self.instance_actions = collections.defaultdict(list)
+        self._requests = 0
         self.admin = False         # whether that client is an admin's
         self._count = 0
         self.hosts = collections.OrderedDict(
@@ -317,6 +335,7 @@ class NovaDouble(object):
                       task_state=None, power_state=NOSTATE)
             self.accepted.append(self._record(server_id, 'delete', None,
                                               'heat'))
+            self._act(server_id, 'delete', OWNER)
 
     def suspend_now(self, server_id):
         """Heat's suspend (at once; its host runs it once it is back)."""
@@ -326,6 +345,7 @@ class NovaDouble(object):
                                 power_state=SUSPENDED)
             self.accepted.append(self._record(server_id, 'suspend', None,
                                               'heat'))
+            self._act(server_id, 'suspend', OWNER)
 
     def resume_now(self, server_id):
         server = self.find(server_id)
@@ -334,6 +354,7 @@ class NovaDouble(object):
                                 power_state=RUNNING)
             self.accepted.append(self._record(server_id, 'resume', None,
                                               'heat'))
+            self._act(server_id, 'resume', OWNER)
 
     def _now_or_queued(self, server, task, **then):
         if self._reporting(server):
@@ -363,10 +384,12 @@ class NovaDouble(object):
             server.task_state = 'powering-off'
             server.settle_at = now + _seconds(SYNC_SECONDS)
             server.settled = {'vm_state': 'stopped', 'task_state': None}
+            self._act(server.id, 'stop', NOVA_ITSELF, server.settle_at)
         elif how == 'CRASHED':
             self._set(server, power_state=CRASHED)
             server.settle_at = now + _seconds(PERIODIC_SYNC_SECONDS)
             server.settled = {'vm_state': 'stopped', 'power_state': SHUTDOWN}
+            self._act(server.id, 'stop', NOVA_ITSELF, server.settle_at)
         elif how == 'GUEST_PAUSED':
             self._set(server, power_state=PAUSED)
         elif how == 'VANISHED':
@@ -374,9 +397,11 @@ class NovaDouble(object):
         elif how == 'PAUSED':
             self._set(server, vm_state='paused', task_state=None,
                       power_state=PAUSED)
+            self._act(server.id, 'pause', OWNER)
         elif how == 'SUSPENDED':
             self._set(server, vm_state='suspended', task_state=None,
                       power_state=SUSPENDED)
+            self._act(server.id, 'suspend', OWNER)
         elif how == 'ERROR':
             self._set(server, vm_state='error', task_state=None,
                       power_state=SHUTDOWN if power is None else power)
@@ -463,6 +488,7 @@ class NovaDouble(object):
                 server.settle_at = self._clock() + _seconds(
                     PERIODIC_SYNC_SECONDS)
                 server.settled = {'vm_state': 'stopped'}
+                self._act(server.id, 'stop', NOVA_ITSELF, server.settle_at)
         host.state, host.since, host.guests_lost = UP, self._clock(), False
         host.shown_at = host.since
 
@@ -522,6 +548,26 @@ class NovaDouble(object):
     def _accept(self, actor, server, action, detail=None):
         self.accepted.append(self._record(server.id, action, detail, actor,
                                           self.caller))
+        self._act(server.id, action, ENGINE_USER if self.admin else OWNER)
+
+    def _act(self, server_id, action, who, at=None):
+        """One instance action, seen from ``at`` (now by default)."""
+        self._requests += 1
+        user_id, project_id = who
+        self.instance_actions[server_id].append({
+            'action': action, 'instance_uuid': server_id,
+            'request_id': 'req-%06d' % self._requests, 'user_id': user_id,
+            'project_id': project_id, 'start_time': at or self._clock(),
+            'message': None})
+
+    def _api_instance_actions(self, actor, server_id):
+        """Those begun by now, newest first, as os-instance-actions."""
+        self._live(server_id)
+        now = self._clock()
+        return [_Resource(dict(a, start_time=a['start_time'].strftime(
+            '%Y-%m-%dT%H:%M:%S.%f')))
+            for a in reversed(self.instance_actions[server_id])
+            if a['start_time'] <= now]
 
     def _api_get(self, actor, server_id):
         return _Resource(self._live(server_id).to_dict())
@@ -683,18 +729,20 @@ def _seconds(value):
 
 
 class _Resource(object):
-    """What novaclient's servers.get returns, as far as it is read."""
+    """What novaclient's managers return, as far as it is read."""
 
     def __init__(self, info):
         self._info = info
-        self.id = info['id']
-        self.status = info['status']
+        self.id = info.get('id')
+        self.status = info.get('status')
 
     def to_dict(self):
         return dict(self._info)
 
 
-class _Servers(object):
+class _Manager(object):
+    """Calls of one client, with the stack and rights it acts with."""
+
     def __init__(self, nova, actor, stack_id=None, admin=False):
         self._nova = nova
         self._actor = actor
@@ -709,6 +757,8 @@ class _Servers(object):
         finally:
             self._nova.caller, self._nova.admin = None, False
 
+
+class _Servers(_Manager):
     def get(self, server):
         return self._do('get', server)
 
@@ -740,11 +790,18 @@ class _Servers(object):
         return self._do('evacuate', server)
 
 
+class _InstanceActions(_Manager):
+    def list(self, server):
+        return self._do('instance_actions', server)
+
+
 class _Client(object):
     """A python-novaclient Client, as far as NovaActions uses one."""
 
     def __init__(self, nova, actor, stack_id=None, admin=False):
         self.servers = _Servers(nova, actor, stack_id, admin)
+        self.instance_action = _InstanceActions(nova, actor, stack_id,
+                                                admin)
 
 
 class _Listing(object):

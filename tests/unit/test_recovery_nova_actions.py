@@ -2,6 +2,7 @@
 whose HTTP is answered by a fake Nova mounted as the requests transport:
 the exact requests Nova gets, and how its answers become our errors."""
 
+import datetime
 import json
 from urllib import parse
 
@@ -304,3 +305,67 @@ def test_force_delete_refused(fake, actions):
     with pytest.raises(nova_actions.ActionRefused) as e:
         actions.force_delete(SERVER)
     assert 'is locked' in str(e.value)
+
+
+ACTIONS_PATH = SERVER_PATH + '/os-instance-actions'
+
+
+def _instance_action(action, request_id, start_time, user_id='u-1',
+                     project_id='p-1', message=None):
+    return {'action': action, 'instance_uuid': SERVER,
+            'request_id': request_id, 'user_id': user_id,
+            'project_id': project_id, 'start_time': start_time,
+            'message': message}
+
+
+def test_instance_actions_newest_first(fake, actions):
+    fake.answers[('GET', ACTIONS_PATH)] = (200, {'instanceActions': [
+        _instance_action('start', 'req-2', '2026-11-22T12:05:00.000000'),
+        # Nova's power sync stopping a guest that shut down by itself.
+        _instance_action('stop', 'req-3', '2026-11-22T12:10:00.000000',
+                         user_id=None, project_id=None),
+        _instance_action('create', 'req-1', '2026-11-22T12:00:00.000000',
+                         message='Error')]})
+    found = actions.instance_actions(SERVER)
+    assert found == [
+        nova_actions.InstanceAction(
+            'stop', None, None, 'req-3',
+            datetime.datetime(2026, 11, 22, 12, 10), None),
+        nova_actions.InstanceAction(
+            'start', 'u-1', 'p-1', 'req-2',
+            datetime.datetime(2026, 11, 22, 12, 5), None),
+        nova_actions.InstanceAction(
+            'create', 'u-1', 'p-1', 'req-1',
+            datetime.datetime(2026, 11, 22, 12, 0), 'Error')]
+    assert fake.sent() == [('GET', ACTIONS_PATH, None)]
+
+
+def test_instance_actions_in_utc_and_limited(fake, actions):
+    fake.answers[('GET', ACTIONS_PATH)] = (200, {'instanceActions': [
+        _instance_action('reboot', 'req-%d' % n,
+                         '2026-11-22T14:0%d:00+02:00' % n)
+        for n in range(5)]})
+    found = actions.instance_actions(SERVER, limit=2)
+    assert [(a.request_id, a.start_time) for a in found] == [
+        ('req-4', datetime.datetime(2026, 11, 22, 12, 4)),
+        ('req-3', datetime.datetime(2026, 11, 22, 12, 3))]
+
+
+@pytest.mark.parametrize('status,kind,error', [
+    (404, 'itemNotFound', nova_actions.ServerGone),
+    (409, 'conflictingRequest', nova_actions.NovaActionFailed),
+    (403, 'forbidden', nova_actions.NovaActionFailed),
+    (500, 'computeFault', nova_actions.NovaActionFailed),
+])
+def test_instance_actions_errors(fake, actions, status, kind, error):
+    fake.answers[('GET', ACTIONS_PATH)] = (status, _fault(
+        kind, status, 'no actions here'))
+    with pytest.raises(error) as e:
+        actions.instance_actions(SERVER)
+    assert 'no actions here' in str(e.value)
+
+
+def test_instance_actions_unreachable(fake, actions):
+    fake.answers[('GET', ACTIONS_PATH)] = requests.Timeout('read timed out')
+    with pytest.raises(nova_actions.NovaActionFailed):
+        actions.instance_actions(SERVER)

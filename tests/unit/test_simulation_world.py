@@ -211,6 +211,32 @@ def test_nova_double_refuses_as_nova_does(make_world):
     assert [a.action for a in w.accepted()] == ['reboot']
 
 
+def test_nova_double_tells_who_asked_for_each_action(make_world):
+    """A user's and recovery's requests have a user; the power sync not."""
+    w = make_world(engines=1, servers=1, pool=False)
+    actions = nova_actions.NovaActions(w.nova.client())
+    server_id = w.server_id(0)
+    w.break_server(0, 'PAUSED')
+    actions.run(server_id, 'UNPAUSE')
+    w.advance(5)
+    w.break_server(0, 'SHUTOFF')
+    assert [a.action for a in actions.instance_actions(server_id)] == [
+        'unpause', 'pause']
+    w.advance(nova_double.SYNC_SECONDS)
+    found = actions.instance_actions(server_id)
+    assert [(a.action, a.user_id, a.project_id) for a in found] == [
+        ('stop', None, None), ('unpause', 'user-1', 'project-1'),
+        ('pause', 'user-1', 'project-1')]
+    assert len({a.request_id for a in found}) == 3
+    assert found[0].start_time == w.clock()
+    w.nova.faults.add('instance_actions', nova_exc.ClientException(500))
+    with pytest.raises(nova_actions.NovaActionFailed):
+        actions.instance_actions(server_id)
+    w.break_server(0, 'GONE')
+    with pytest.raises(nova_actions.ServerGone):
+        actions.instance_actions(server_id)
+
+
 def _checked(w, checker, action):
     """``action()`` as one step of the world; the invariants it broke."""
     step = invariants.Step('scripted')

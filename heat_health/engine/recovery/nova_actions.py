@@ -16,10 +16,12 @@ recovery treats differently:
 """
 
 import collections
+import datetime
 
 from keystoneauth1 import exceptions as ks_exc
 from novaclient import exceptions as nova_exc
 from oslo_log import log as logging
+from oslo_utils import timeutils
 import requests
 
 LOG = logging.getLogger(__name__)
@@ -33,6 +35,15 @@ ServerStatus = collections.namedtuple(
 the image it was built from (None when it boots from a volume),
 ``updated`` (Nova's ISO 8601 time of the last change), its name and its
 addresses (for the params of a workflow or webhook rung)."""
+
+InstanceAction = collections.namedtuple(
+    'InstanceAction', ['action', 'user_id', 'project_id', 'request_id',
+                       'start_time', 'message'])
+"""One of Nova's instance actions: what was asked (``stop``,
+``reboot``...), by which user and project (None for both when Nova acted
+by itself, as its power sync stops a guest that shut down), the request
+id, when (a naive UTC datetime) and Nova's message (None unless it
+failed)."""
 
 ACTIONS = (START, STOP, UNPAUSE, RESUME, REBOOT, REBUILD, EVACUATE) = (
     'START', 'STOP', 'UNPAUSE', 'RESUME', 'REBOOT', 'REBUILD', 'EVACUATE')
@@ -59,6 +70,22 @@ def _reason(error):
             text += ' (Request-ID: %s)' % error.request_id
         return text
     return '%s: %s' % (type(error).__name__, error)
+
+
+def _instance_action(info):
+    start = info.get('start_time')
+    return InstanceAction(
+        action=info.get('action'), user_id=info.get('user_id'),
+        project_id=info.get('project_id'),
+        request_id=info.get('request_id'),
+        start_time=start and timeutils.normalize_time(
+            timeutils.parse_isotime(start)),
+        message=info.get('message'))
+
+
+def _started(action):
+    """Sort key: when it started (one without a time counts as oldest)."""
+    return action.start_time or datetime.datetime.min
 
 
 class NovaActions(object):
@@ -100,6 +127,20 @@ class NovaActions(object):
             addresses=tuple(
                 a.get('addr') for net in (info.get('addresses') or {})
                 .values() for a in net if a.get('addr')))
+
+    def instance_actions(self, server_id, limit=10):
+        """The server's last ``limit`` instance actions, newest first.
+
+        Who asked Nova for what (os-instance-actions, readable by the
+        server's owner): a stop its user asked for is intent, one Nova
+        made itself is a failure.
+        """
+        found = self._call('instance actions', server_id,
+                           self._client.instance_action.list, server_id,
+                           refusals=())
+        actions = sorted((_instance_action(a.to_dict()) for a in found),
+                         key=_started, reverse=True)
+        return actions[:limit]
 
     def run(self, server_id, name, params=None):
         """Ask Nova for one action on the server; returns once accepted.
