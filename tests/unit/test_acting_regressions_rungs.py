@@ -9,6 +9,8 @@ from tests.unit import test_acting_regressions as acting
 
 HANG = {'name': 'wf-hang', 'type': 'MISTRAL_WORKFLOW'}
 HARD = {'name': 'REBOOT', 'params': {'type': 'HARD'}}
+# The policy's default seconds for a fencing stop to show.
+NODE_DELETE_TIMEOUT = 20
 
 
 def test_a_workflow_start_whose_answer_is_lost_is_followed_not_doubled(
@@ -37,3 +39,91 @@ def test_a_workflow_start_whose_answer_is_lost_is_followed_not_doubled(
     assert acting._nova(w, 0) == [('reboot', 'HARD')]
     assert len(w.mistral.started) == 1
     assert w.engines[0].errors == []
+
+
+def _recreating(make_world, **recovery):
+    """A world whose servers are recreated, fenced by a stop first."""
+    w = make_world(servers=2, pool=False, policy={'recovery': dict(
+        acting.NO_JITTER, actions=[{'name': 'RECREATE'}],
+        fencing=['COMPUTE'], max_attempts=2, **recovery)})
+    acting._watching(w)
+    return w
+
+
+def _replaced_or_given_up(w, index, old):
+    w.run_until(lambda: w.heat.replacements or
+                w.state(index) == 'GAVE_UP', seconds=300)
+
+
+def test_a_lost_guest_is_fenced_as_it_is_and_replaced(make_world):
+    """ACTIVE, power NOSTATE: Nova accepts the STOP and reverts it.
+
+    The server never showed stopped: each attempt waited
+    node_delete_timeout and the target ended GAVE_UP. A guest Nova does
+    not find on its host cannot write: it is fenced, and replaced.
+    """
+    w = _recreating(make_world)
+    old = w.server_id(0)
+    w.break_server(0, 'VANISHED')
+    _replaced_or_given_up(w, 0, old)
+    assert w.state(0) != 'GAVE_UP'
+    assert w.server_id(0) != old
+    assert [(r.old, r.outcome) for r in w.heat.replacements] == [
+        (old, 'replaced')]
+    assert 'fenced: server %s is not running (power state NOSTATE)' % old \
+        in acting._timeline(w, 'RECOVERING')
+    w.run_until(lambda: w.state(0) == 'HEALTHY')
+
+
+def test_a_suspended_server_is_fenced_without_a_stop(make_world):
+    """Nova refuses to stop a suspended server (409).
+
+    The refusal was swallowed, the server waited for and given up on.
+    Its guest does not run: it is fenced at once and replaced.
+    """
+    w = _recreating(make_world)
+    old = w.server_id(0)
+    w.break_server(0, 'SUSPENDED')
+    _replaced_or_given_up(w, 0, old)
+    assert w.server_id(0) != old
+    assert 'fenced: server %s is suspended' % old in acting._timeline(
+        w, 'RECOVERING')
+
+
+def test_a_paused_server_nova_will_not_stop_is_deleted_when_allowed(
+        make_world):
+    """A paused guest may run on: it is not fenced.
+
+    With node_force_recreate it is deleted at once, not after
+    node_delete_timeout, and replaced.
+    """
+    w = _recreating(make_world, node_force_recreate=True)
+    old = w.server_id(0)
+    w.break_server(0, 'PAUSED')
+    # The policy's node_delete_timeout (20 s) is not waited.
+    w.run_until(lambda: w.heat.replacements, seconds=NODE_DELETE_TIMEOUT)
+    assert w.server_id(0) != old
+    fencing = [r for r in acting._timeline(w, 'RECOVERING')
+               if r.startswith('fencing')]
+    assert fencing[-1].startswith('fencing: Nova refused to stop server '
+                                  '%s (PAUSED)' % old)
+    assert fencing[-1].endswith('deleting it')
+    assert [a.action for a in w.accepted() if a.server_id == old] == [
+        'delete']
+
+
+def test_a_paused_server_is_not_taken_for_fenced(make_world):
+    """Without node_force_recreate the RECREATE fails at once.
+
+    It says why, and the paused server is never replaced unfenced.
+    """
+    w = _recreating(make_world)
+    old = w.server_id(0)
+    w.break_server(0, 'PAUSED')
+    w.run(acting.GRACE)
+    failed = acting._timeline(w, 'UNHEALTHY')
+    assert any('Nova refused to stop server %s (PAUSED)' % old in r and
+               r.endswith('; not fenced') for r in failed), failed
+    _replaced_or_given_up(w, 0, old)
+    assert w.server_id(0) == old
+    assert w.heat.replacements == []
