@@ -127,3 +127,50 @@ def test_a_paused_server_is_not_taken_for_fenced(make_world):
     _replaced_or_given_up(w, 0, old)
     assert w.server_id(0) == old
     assert w.heat.replacements == []
+
+
+def _evidence(w):
+    """The detail of each evidence row of the policy's timeline."""
+    rows = w.db.real['event_get_recent']([w.policies[0].id], limit=500)
+    return [(r.server_id, r.reason, r.detail) for r in reversed(rows)
+            if r.new_state == 'EVIDENCE']
+
+
+def test_a_recreated_server_s_crash_evidence_is_kept(make_world):
+    """Heat deletes the replaced server with its console and fault.
+
+    Nothing of them was kept: the operator lost what would tell why it
+    failed. They are read before it is fenced and kept with the
+    incident.
+    """
+    w = _recreating(make_world)
+    old = w.server_id(0)
+    w.break_server(0, 'ERROR')
+    w.run_until(lambda: w.heat.replacements, seconds=120)
+    [(server_id, reason, detail)] = _evidence(w)
+    assert server_id == old
+    assert reason.startswith('crash evidence of server %s kept before '
+                             'RECREATE' % old)
+    assert detail['console'].endswith('guest: ERROR')
+    assert detail['fault']['message'] == 'guest crashed'
+    assert [a['action'] for a in detail['instance_actions']] == []
+    assert detail['poll_url'] is None
+    # Read before the server was stopped.
+    order = [r.reason for r in reversed(w.db.real['event_get_recent'](
+        [w.policies[0].id], limit=500))]
+    assert order.index(reason) < order.index(
+        'fencing: stopping server %s' % old)
+
+
+def test_crash_evidence_is_kept_when_recovery_gives_up(make_world):
+    """A server recovery gives up on keeps its evidence too."""
+    w = make_world(servers=2, pool=False, policy={'recovery': dict(
+        acting.NO_JITTER, actions=[{'name': 'START'}], max_attempts=1)})
+    acting._watching(w)
+    acting._given_up(w, 0)
+    [(server_id, reason, detail)] = _evidence(w)
+    assert server_id == w.server_id(0)
+    assert 'kept at GAVE_UP' in reason
+    assert detail['console'].endswith('guest: SHUTOFF')
+    assert detail['instance_actions'][0]['action'] == 'stop'
+    assert detail['instance_actions'][0]['user_id'] is None

@@ -30,6 +30,7 @@ import oslo_messaging
 
 from heat_health.common import power_states
 from heat_health.engine.monitor import states
+from heat_health.engine.recovery import evidence
 from heat_health.engine.recovery import heat_replace
 from heat_health.engine.recovery import nova_actions
 from heat_health.engine.recovery import planner
@@ -106,8 +107,8 @@ def _member_args(recovery):
 class RecreateStages(object):
     """RECREATE's stages.
 
-    The loop provides tracker, replacer, timeline, ``_failed``,
-    ``_saw_nova_error`` and ``_wake_after_step``.
+    The loop provides tracker, replacer, timeline, ``_actions``,
+    ``_failed``, ``_saw_nova_error`` and ``_wake_after_step``.
     """
 
     def _store_stage(self, target, recovery, reason):
@@ -130,6 +131,12 @@ class RecreateStages(object):
         if stage == MARKED:
             # Its update is asked for with the others (ReplaceMarked).
             return
+        if stage == INTENT and not recovery.get('evidence_kept'):
+            self._keep_evidence(policy, target, 'before RECREATE', nova)
+            recovery['evidence_kept'] = True
+            if not self.tracker.store_columns(target,
+                                              {'recovery': recovery}):
+                return
         if (policy.spec.recovery.fence_compute or
                 recovery.get('host_down')) and stage != FENCED:
             if not self._fence(policy, target, recovery, old, nova):
@@ -170,6 +177,25 @@ class RecreateStages(object):
         else:
             done = 'marked CHECK_FAILED: server %s to be replaced' % old
         self._to_update(target, recovery, done)
+
+    def _keep_evidence(self, policy, target, when, nova=None):
+        """Keep the failed server's crash evidence with the incident.
+
+        Its console and Nova's record of it go with the server: read
+        before it is fenced or replaced, and when recovery gives up.
+        Evidence that cannot be read holds nothing up.
+        """
+        try:
+            found = evidence.read(nova or self._actions(policy.stack_id),
+                                  target)
+        except Exception as e:
+            LOG.warning('No crash evidence of %(p)s kept: %(e)s',
+                        {'p': target.path, 'e': e})
+            return
+        self.timeline.record(policy, target, 'EVIDENCE', 'crash evidence '
+                             'of server %s kept %s: %s' % (
+                                 target.server_id, when,
+                                 evidence.summary(found)), detail=found)
 
     def _find_member(self, policy, target, recovery, old):
         """Record the group member to replace whole, before it is marked.
