@@ -46,12 +46,16 @@ def marking_last_of(physical_resource_id, owner_stack_id, resource_name):
 
 
 def event_add(events):
-    """Store timeline rows that are not state changes (holds, brakes)."""
+    """Store timeline rows that are not state changes (holds, brakes).
+
+    Each may have a ``detail`` (a dict: crash evidence).
+    """
     if not events:
         return
     with db_session.facade.writer.using(db_session.Session()) as session:
         session.execute(sa.insert(models.Event.__table__),
-                        [dict(e, reason=(e.get('reason') or '')[:255])
+                        [dict(e, reason=(e.get('reason') or '')[:255],
+                              detail=e.get('detail'))
                          for e in events])
 
 

@@ -165,3 +165,5 @@ class Event(BASE):
     source = sa.Column(sa.String(32))
     created_at = sa.Column(sa.DateTime, nullable=False,
                            default=timeutils.utcnow)
+    # What the reason cannot hold: a failed server's crash evidence.
+    detail = sa.Column(db_types.JsonEncodedDict)

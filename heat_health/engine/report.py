@@ -93,7 +93,8 @@ def _event(event):
             'new_state': event.new_state,
             'reason': event.reason,
             'source': event.source,
-            'time': _time(event.created_at)}
+            'time': _time(event.created_at),
+            'detail': event.detail}
 
 
 def health_report(stack_id, events_shown=EVENTS_SHOWN, stack_name=None):

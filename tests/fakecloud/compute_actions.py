@@ -86,6 +86,8 @@ class Actions(object):
             life.reboot(server, context, hard=kind == 'HARD')
         elif name == 'rebuild':
             return self._rebuild(req, ctx, server, args or {})
+        elif name == 'os-getConsoleOutput':
+            return self._console_output(server, args or {})
         elif name in ('os-stop', 'os-start', 'pause', 'unpause', 'suspend',
                       'resume', 'restore', 'forceDelete'):
             self._check(server, name)
@@ -99,6 +101,25 @@ class Actions(object):
         else:
             raise base.bad_request('Action %s is not supported here.' % name)
         return http.Reply(202)
+
+    @staticmethod
+    def _console_output(server, args):
+        """The last ``length`` lines of the console log (-1 or none: all).
+
+        Not an instance action: reading changes nothing.
+        """
+        length = args.get('length')
+        try:
+            length = None if length in (None, -1, '-1') else int(length)
+        except (TypeError, ValueError):
+            raise base.bad_request('Invalid input for field/attribute '
+                                   'length. Value: %s.' % length)
+        if length is not None and length < 0:
+            raise base.bad_request('Invalid input for field/attribute '
+                                   'length. Value: %s.' % length)
+        lines = server.console[-length:] if length else (
+            [] if length == 0 else server.console)
+        return http.Reply(200, {'output': '\n'.join(lines) + '\n'})
 
     def _rebuild(self, req, ctx, server, args):
         self._check(server, 'rebuild')

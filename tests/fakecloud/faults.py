@@ -314,6 +314,7 @@ class Faults(object):
             parameters['notify'] = False
         # Before the fault acts: what it causes comes later in the timeline.
         self.store.record(server, 'fault:' + name, parameters=parameters)
+        server.console.append('fakecloud fault: %s' % name)
         if name in API_FAULTS and name != 'reset':
             self._set_api_fault(server.api_faults, name, duration, delay)
         elif notify:

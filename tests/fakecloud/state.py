@@ -112,6 +112,9 @@ class Server(object):
         self.fault = None
         # Nova's instance actions (os-instance-actions), oldest first.
         self.actions = []
+        # The guest's console log (os-getConsoleOutput), line by line.
+        self.console = ['Booting %s (%s)' % (name, self.id),
+                        '%s login:' % hostname(name)]
         self.created_at = self.updated_at = time.time()
         self.launched_at = None
         self.terminated_at = None

@@ -190,7 +190,8 @@ def outside_shape(rnd, kwargs):
     A third of the worlds: one or two such rungs, before the ladder's last
     rung (or as the ladder of a state-aware policy, with a RECREATE
     after). Returns the faults to inject: (double, call, phase, count),
-    a kill or an error of Mistral or of a receiver.
+    a kill or an error of Mistral or of a receiver, or a start of
+    Mistral's whose answer is lost (count ``'lost'``).
     """
     if rnd.random() >= 0.35:
         return []
@@ -210,6 +211,9 @@ def outside_shape(rnd, kwargs):
         faults.append((double, call, rnd.choice([faults_mod.BEFORE,
                                                  faults_mod.AFTER]),
                        rnd.choice(['crash', 1, 3])))
+    if rnd.random() < 0.3:
+        # Mistral makes an execution and its answer is lost on the way.
+        faults.append(('mistral', 'create', faults_mod.AFTER, 'lost'))
     return faults
 
 
@@ -284,6 +288,8 @@ class Explorer(object):
             for double, call, phase, count in outside:
                 if count == 'crash':
                     self.world.crash_at(double, call, phase=phase)
+                elif count == 'lost':
+                    self.world.mistral.lose_answers()
                 else:
                     faults = {'mistral': self.world.mistral.faults,
                               'hooks': self.world.hooks.faults}[double]

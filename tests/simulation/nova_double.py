@@ -12,7 +12,8 @@ power state 3, a vanished guest stays ACTIVE with power state 0.
 
 ``client(actor)`` gives a python-novaclient lookalike (``servers.get``,
 ``reboot``, ``rebuild``, ``start``, ``stop``, ``unpause``, ``resume``,
-``delete``, ``force_delete``; ``instance_action.list``) raising
+``delete``, ``force_delete``, ``get_console_output``;
+``instance_action.list``) raising
 novaclient's exceptions, so the real NovaActions adapter sorts the
 answers; ``listing()`` gives what the status poller's NovaAdapter would.
 Every accepted action is recorded, with the actor that asked for it.
@@ -171,7 +172,8 @@ class Host(object):
 class Server(object):
     __slots__ = ('id', 'name', 'image', 'addresses', 'vm_state',
                  'task_state', 'power_state', 'locked', 'updated', 'deleted',
-                 'settle_at', 'settled', 'host', 'queued')
+                 'settle_at', 'settled', 'host', 'queued', 'fault',
+                 'console')
 
     def __init__(self, server_id, name, image, addresses, now, host=None):
         self.id = server_id
@@ -189,6 +191,8 @@ class Server(object):
         self.host = host         # its compute host (None: not placed)
         self.queued = False      # its task was asked for while the host
         #                          did not run anything
+        self.fault = None        # Nova's fault, shown while in ERROR
+        self.console = ['boot: %s (%s) up' % (name, server_id)]
 
     @property
     def status(self):
@@ -206,7 +210,8 @@ class Server(object):
                 'locked': self.locked,
                 'addresses': {'net': [{'addr': a} for a in self.addresses]},
                 'OS-EXT-SRV-ATTR:host': self.host,
-                'updated': self.updated.strftime('%Y-%m-%dT%H:%M:%SZ')}
+                'updated': self.updated.strftime('%Y-%m-%dT%H:%M:%SZ'),
+                'fault': self.fault if self.vm_state == 'error' else None}
 
 
 def _conflict(server, action, why=None):
@@ -380,6 +385,7 @@ class NovaDouble(object):
             raise NotReporting('%s is on %s, whose nova-compute does not '
                                'report' % (server_id, server.host))
         now = self._clock()
+        server.console.append('guest: %s' % how)
         if how == 'SHUTOFF':
             self._set(server, power_state=SHUTDOWN)
             server.task_state = 'powering-off'
@@ -406,6 +412,8 @@ class NovaDouble(object):
         elif how == 'ERROR':
             self._set(server, vm_state='error', task_state=None,
                       power_state=SHUTDOWN if power is None else power)
+            server.fault = {'message': 'guest crashed', 'code': 500,
+                            'created': now.strftime('%Y-%m-%dT%H:%M:%SZ')}
         elif how == 'STUCK':
             self._set(server, task_state=task,
                       power_state=server.power_state if power is None
@@ -569,6 +577,11 @@ class NovaDouble(object):
             '%Y-%m-%dT%H:%M:%S.%f')))
             for a in reversed(self.instance_actions[server_id])
             if a['start_time'] <= now]
+
+    def _api_console_output(self, actor, server_id, length=None):
+        """The last ``length`` lines of the console log (all: None)."""
+        lines = self._live(server_id).console
+        return '\n'.join(lines[-length:] if length else lines)
 
     def _api_get(self, actor, server_id):
         return _Resource(self._live(server_id).to_dict())
@@ -789,6 +802,9 @@ class _Servers(_Manager):
 
     def evacuate(self, server):
         return self._do('evacuate', server)
+
+    def get_console_output(self, server, length=None):
+        return self._do('console_output', server, length)
 
 
 class _InstanceActions(_Manager):

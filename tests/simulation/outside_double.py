@@ -7,12 +7,14 @@ server is the one the execution's description names, as the engine
 starts it. A webhook whose URL ends in ``/heal`` puts the server right
 and answers 204; one ending in ``/500`` answers 500. Every execution
 started and every POST answered is recorded, for the one effect per
-attempt the checker counts.
+attempt the checker counts. ``lose_answers`` makes Mistral create an
+execution and its answer never come back (a read timeout).
 """
 
 import collections
 import re
 
+from keystoneauth1 import exceptions as ks_exc
 from mistralclient.api import base as mistral_base
 
 from heat_health.engine.recovery import outside_rungs
@@ -74,6 +76,11 @@ class MistralDouble(object):
     def client(self, stack_id):
         return type('Mistral', (), {'executions': _Executions(self,
                                                               stack_id)})()
+
+    def lose_answers(self, count=1):
+        """The next ``count`` starts are made; their answers are lost."""
+        self.faults.add('create', ks_exc.ConnectTimeout(
+            'Request to mistral timed out'), count, phase=faults_mod.AFTER)
 
     def _call(self, call, key, func):
         self.faults.check(faults_mod.BEFORE, call, key)

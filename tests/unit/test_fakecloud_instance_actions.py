@@ -1,6 +1,7 @@
 """fakecloud's os-instance-actions, as python-novaclient and heat-health's
 Nova adapter read them: who asked Nova for what, and nothing for what
-happened behind Nova's back except the stop its power sync makes."""
+happened behind Nova's back except the stop its power sync makes. Also
+the console log and Nova's fault that recovery keeps as evidence."""
 
 import datetime
 import socket
@@ -135,3 +136,19 @@ class FakecloudInstanceActionsTest(testtools.TestCase):
                          self.actions.instance_actions(server_id)[0].action)
         with testtools.ExpectedException(nova_actions.ServerGone):
             self.actions.instance_actions('no-such-server')
+
+    def test_console_and_fault_of_a_crashed_server(self):
+        server_id = self._server()
+        self._fault(server_id, 'crash_to_error')
+        tail = self.actions.console_tail(server_id, 2)
+        self.assertEqual(['vm login:', 'fakecloud fault: crash_to_error'],
+                         tail.splitlines())
+        self.assertEqual(3, len(self.actions.console_tail(
+            server_id, 100).splitlines()))
+        fault = self.actions.status(server_id).fault
+        self.assertEqual(500, fault['code'])
+        self.assertIn('crash_to_error', fault['message'])
+        self.assertTrue(fault['created'])
+        # Reading the console is no action of anyone's.
+        self.assertEqual(['create'], [
+            a.action for a in self.actions.instance_actions(server_id)])

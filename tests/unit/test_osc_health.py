@@ -169,6 +169,36 @@ class TestShowHealth(CommandTestCase):
         self.assertIn('policies: []', out)
 
 
+class TestShowHealthEvent(CommandTestCase):
+
+    EVIDENCE = {'server_id': 's-1', 'console': 'boot\nkernel panic',
+                'fault': {'message': 'disk full', 'code': 500,
+                          'created': '2026-11-23T22:00:00Z'},
+                'instance_actions': [{'action': 'stop', 'user_id': None}],
+                'poll_url': None}
+
+    def test_shows_the_crash_evidence(self):
+        self.client.events.return_value = [
+            dict(_event(7, 'EVIDENCE'), detail=self.EVIDENCE),
+            _event(8, 'RECOVERING')]
+        _, out = self.run_command(health.ShowHealthEvent, ['web', '7'])
+        self.client.events.assert_called_once_with(STACK, marker=6)
+        self.assertIn('kernel panic', out)
+        self.assertIn('"disk full"', out)
+        self.assertIn('{"action": "stop", "user_id": null}', out)
+        self.app.stdout = io.StringIO()
+        _, out = self.run_command(health.ShowHealthEvent,
+                                  ['web', '7', '-f', 'json'])
+        shown = json.loads(out)
+        self.assertEqual(self.EVIDENCE, shown['detail'])
+        self.assertEqual('EVIDENCE', shown['new_state'])
+
+    def test_an_event_not_found(self):
+        self.client.events.return_value = [_event(8, 'RECOVERING')]
+        self.assertRaises(exceptions.CommandError, self.run_command,
+                          health.ShowHealthEvent, ['web', '7'])
+
+
 class TestListHealthEvents(CommandTestCase):
 
     def test_columns_and_rows_oldest_first(self):

@@ -8,6 +8,7 @@ import types
 import unittest
 from unittest import mock
 
+from keystoneauth1 import exceptions as ks_exc
 from mistralclient.api import base as mistral_base
 from oslo_config import cfg
 
@@ -32,22 +33,32 @@ class FakeExecutions(object):
         self.found = {}
         self.cancelled = []
         self.refuse = None
+        # (made, error): the start's answer is this error, after the
+        # execution was made or not.
+        self.lost = None
+        self.unlisted = None
 
     def create(self, workflow, workflow_input=None, description=''):
         if self.refuse:
             raise mistral_base.APIException(404, self.refuse)
+        if self.lost and not self.lost[0]:
+            raise self.lost[1]
         execution = types.SimpleNamespace(
             id='x-%d' % (len(self.created) + 1), state='RUNNING',
             description=description, input=workflow_input,
             workflow_name=workflow, state_info=None)
         self.created.append(execution)
         self.found[execution.id] = execution
+        if self.lost:
+            raise self.lost[1]
         return execution
 
     def get(self, execution_id):
         return self.found[execution_id]
 
     def list(self, description=None):
+        if self.unlisted:
+            raise self.unlisted
         return [e for e in self.found.values()
                 if e.description == description]
 
@@ -279,6 +290,51 @@ class RungsTest(unittest.TestCase):
         self.assertEqual(1, target.recovery['next_step'])
         self.assertIn('Mistral did not start workflow reattach: Workflow '
                       'not found (HTTP 404)', self.tracker.steps[-1][2])
+
+    def test_a_start_without_an_answer_follows_what_mistral_made(self):
+        for error in (ks_exc.ConnectTimeout('Request to mistral timed out'),
+                      ks_exc.ConnectFailure('Connection reset by peer'),
+                      mistral_base.APIException(502, 'Bad Gateway')):
+            self.replacer.mistral.executions = FakeExecutions()
+            self.replacer.mistral.executions.lost = (True, error)
+            target = _target()
+            self._start(_policy(WORKFLOW, {'name': 'RECREATE'}), target)
+            self.assertEqual(states.VERIFYING, target.state)
+            self.assertEqual('x-1', target.recovery['execution'])
+            self.assertIn('started, its answer lost',
+                          self.tracker.steps[-1][2])
+
+    def test_a_start_without_an_answer_and_no_execution_fails(self):
+        self.replacer.mistral.executions.lost = (
+            False, ks_exc.ConnectTimeout('Request to mistral timed out'))
+        target = _target()
+        self._start(_policy(WORKFLOW, {'name': 'RECREATE'}), target)
+        self.assertEqual(states.UNHEALTHY, target.state)
+        self.assertEqual(1, target.recovery['next_step'])
+        self.assertIn('timed out; Mistral has no execution of it',
+                      self.tracker.steps[-1][2])
+
+    def test_an_unanswered_start_not_looked_up_is_cancelled_at_the_end(self):
+        """Mistral cannot be asked: the detectors verify.
+
+        Before the next rung the execution is looked up again, cancelled.
+        """
+        executions = self.replacer.mistral.executions
+        executions.lost = (True, mistral_base.APIException(503, 'down'))
+        executions.unlisted = mistral_base.APIException(503, 'down')
+        policy = _policy(WORKFLOW, {'name': 'RECREATE'})
+        target = _target()
+        self._start(policy, target)
+        self.assertEqual(states.VERIFYING, target.state)
+        self.assertNotIn('execution', target.recovery)
+        self.assertIn('may have started', self.tracker.steps[-1][2])
+        executions.unlisted = None
+        self.recovery._still_acting = lambda *args: None
+        self.recovery._escalate(policy, target, planner.Escalate(
+            target, 1, 'not healthy 300s after workflow reattach'))
+        self.assertEqual(['x-1'], executions.cancelled)
+        self.assertIn('(execution x-1 cancelled), next RECREATE',
+                      self.tracker.steps[-1][2])
 
     def _receiver(self, status):
         Receiver.status = status

@@ -369,3 +369,33 @@ def test_instance_actions_unreachable(fake, actions):
     fake.answers[('GET', ACTIONS_PATH)] = requests.Timeout('read timed out')
     with pytest.raises(nova_actions.NovaActionFailed):
         actions.instance_actions(SERVER)
+
+
+def test_status_with_nova_s_fault(fake, actions):
+    answer = _server('error', None, 6, 'ERROR')
+    answer['server']['fault'] = {'code': 500, 'message': 'disk full',
+                                 'created': '2026-11-22T12:00:01Z',
+                                 'details': 'Traceback...'}
+    fake.answers[('GET', SERVER_PATH)] = (200, answer)
+    assert actions.status(SERVER).fault == {
+        'code': 500, 'message': 'disk full',
+        'created': '2026-11-22T12:00:01Z'}
+
+
+def test_console_tail(fake, actions):
+    fake.answers[('POST', ACTION_PATH)] = (200, {'output': 'a\nb\n'})
+    assert actions.console_tail(SERVER, 2) == 'a\nb\n'
+    assert fake.sent() == [
+        ('POST', ACTION_PATH, {'os-getConsoleOutput': {'length': 2}})]
+
+
+@pytest.mark.parametrize('status,kind,error', [
+    (409, 'conflictingRequest', nova_actions.ActionRefused),
+    (404, 'itemNotFound', nova_actions.ServerGone),
+    (501, 'notImplemented', nova_actions.NovaActionFailed),
+])
+def test_console_not_given(fake, actions, status, kind, error):
+    fake.answers[('POST', ACTION_PATH)] = (status, _fault(
+        kind, status, 'no console here'))
+    with pytest.raises(error):
+        actions.console_tail(SERVER, 10)

@@ -760,6 +760,7 @@ class AttemptStages(object):
                                        states.GAVE_UP, reason,
                                        {'recovery': recovery}):
             return
+        self._keep_evidence(policy, target, 'at GAVE_UP')
         try:
             self.replacer.mark_failed(
                 target.stack_id, target.resource_name,

@@ -29,12 +29,13 @@ LOG = logging.getLogger(__name__)
 ServerStatus = collections.namedtuple(
     'ServerStatus', ['id', 'status', 'vm_state', 'task_state',
                      'power_state', 'image_id', 'updated', 'name',
-                     'addresses'], defaults=(None, ()))
+                     'addresses', 'fault'], defaults=(None, (), None))
 """A server as Nova shows it: ``status`` (ACTIVE, SHUTOFF...), the
 ``OS-EXT-STS`` vm_state, task_state and (integer) power_state, the id of
 the image it was built from (None when it boots from a volume),
-``updated`` (Nova's ISO 8601 time of the last change), its name and its
-addresses (for the params of a workflow or webhook rung)."""
+``updated`` (Nova's ISO 8601 time of the last change), its name, its
+addresses (for the params of a workflow or webhook rung) and Nova's
+``fault`` (message, code, created) of a server in ERROR, else None."""
 
 InstanceAction = collections.namedtuple(
     'InstanceAction', ['action', 'user_id', 'project_id', 'request_id',
@@ -83,6 +84,13 @@ def _instance_action(info):
         message=info.get('message'))
 
 
+def _fault(fault):
+    """Nova's fault of a server: its message, code and time."""
+    if not isinstance(fault, dict):
+        return None
+    return {key: fault.get(key) for key in ('message', 'code', 'created')}
+
+
 def _started(action):
     """Sort key: when it started (one without a time counts as oldest)."""
     return action.start_time or datetime.datetime.min
@@ -126,7 +134,18 @@ class NovaActions(object):
             updated=info.get('updated'), name=info.get('name'),
             addresses=tuple(
                 a.get('addr') for net in (info.get('addresses') or {})
-                .values() for a in net if a.get('addr')))
+                .values() for a in net if a.get('addr')),
+            fault=_fault(info.get('fault')))
+
+    def console_tail(self, server_id, lines):
+        """The last ``lines`` lines of the server's console log.
+
+        :raises ActionRefused: Nova has no console log of it now (409;
+            a driver without one answers otherwise: NovaActionFailed).
+        """
+        return str(self._call('console output', server_id,
+                              self._client.servers.get_console_output,
+                              server_id, lines))
 
     def instance_actions(self, server_id, limit=10):
         """The server's last ``limit`` instance actions, newest first.

@@ -5,6 +5,7 @@ differently. ``RungFailed`` means this rung cannot heal the server now
 (Mistral refused the execution or is unreachable, the webhook answered
 other than 2xx or not in time, or its URL breaks the network rules): the
 attempt escalates to the next rung, as when a Nova action is refused.
+``AnswerLost`` means Mistral may have started the execution all the same.
 """
 
 import json
@@ -30,6 +31,14 @@ class RungFailed(Exception):
     """The rung did not go through: the next rung is tried."""
 
 
+class AnswerLost(RungFailed):
+    """Mistral's answer did not come (timeout, connection lost, 5xx).
+
+    It may have created the execution before: whoever can look it up does
+    so before calling the rung failed.
+    """
+
+
 def _mistral_reason(error):
     if isinstance(error, mistral_base.APIException):
         return '%s (HTTP %s)' % (error.error_message, error.error_code)
@@ -53,11 +62,22 @@ class Workflows(object):
             raise RungFailed('%s: %s' % (what, _mistral_reason(e)))
 
     def start(self, workflow, workflow_input, description):
-        """Start an execution; (its id, its state)."""
-        found = self._call('Mistral did not start workflow %s' % workflow,
-                           self._client.executions.create, workflow,
-                           workflow_input=workflow_input,
-                           description=description)
+        """Start an execution; (its id, its state).
+
+        :raises RungFailed: Mistral refused it (4xx).
+        :raises AnswerLost: anything else: it may have been started.
+        """
+        what = 'Mistral did not start workflow %s' % workflow
+        try:
+            found = self._client.executions.create(
+                workflow, workflow_input=workflow_input,
+                description=description)
+        except mistral_base.APIException as e:
+            if e.error_code is not None and 400 <= e.error_code < 500:
+                raise RungFailed('%s: %s' % (what, _mistral_reason(e)))
+            raise AnswerLost('%s: %s' % (what, _mistral_reason(e)))
+        except Exception as e:
+            raise AnswerLost('%s: %s' % (what, _mistral_reason(e)))
         return found.id, found.state
 
     def state(self, execution_id):

@@ -6,6 +6,9 @@ so an engine that takes the attempt over sends the same. The stage
 ``issuing`` is stored before the execution is started or the webhook
 POSTed, and never sent again: an engine that finds it looks the
 execution up by the description it was started with, and follows it.
+So does the engine whose start got no answer (a timeout, a lost
+connection, a 5xx): Mistral may have started it; only a refusal, or a
+lookup that finds none, fails the rung.
 
 A workflow's execution is followed while the server is verified: its
 ERROR (or a cancel) escalates at once, its SUCCESS leaves the verdict to
@@ -85,12 +88,8 @@ class OutsideStages(object):
         label = policy_spec.rung_label(name, params)
         try:
             if name == MISTRAL_WORKFLOW:
-                execution, state = self._workflows(policy.stack_id).start(
-                    params.get('workflow'), params.get('input') or {},
-                    _description(target, recovery))
-                extra = {'execution': execution, 'execution_state': state}
-                said = '%s started: execution %s %s: verifying' % (
-                    label, execution, state)
+                extra, said = self._start_workflow(policy, target, recovery,
+                                                   label)
             else:
                 status = self._webhook_calls().post(
                     params.get('url'), self._webhook_body(
@@ -101,6 +100,45 @@ class OutsideStages(object):
         except outside_rungs.RungFailed as e:
             return self._failed(policy, target, str(e))
         self._verifying(policy, target, said, extra=extra)
+
+    def _start_workflow(self, policy, target, recovery, label):
+        """Start the rung's execution: (what to store, what to say).
+
+        :raises RungFailed: Mistral refused it, or did not answer and
+            has no execution of this attempt.
+        """
+        params = recovery.get('params') or {}
+        description = _description(target, recovery)
+        workflows = self._workflows(policy.stack_id)
+        try:
+            execution, state = workflows.start(
+                params.get('workflow'), params.get('input') or {},
+                description)
+        except outside_rungs.AnswerLost as e:
+            return self._found_unanswered(workflows, description, label, e)
+        return ({'execution': execution, 'execution_state': state},
+                '%s started: execution %s %s: verifying' % (
+                    label, execution, state))
+
+    @staticmethod
+    def _found_unanswered(workflows, description, label, lost):
+        """The execution a start without an answer may have made.
+
+        Looked up before anything else, and followed if found. When
+        Mistral cannot be asked either, the detectors verify, and the
+        execution is looked up again before the next rung.
+        """
+        try:
+            found = workflows.find(description)
+        except outside_rungs.RungFailed as e:
+            return {}, '%s may have started (%s), not looked up (%s): ' \
+                'verifying' % (label, lost, e)
+        if found is None:
+            raise outside_rungs.RungFailed('%s; Mistral has no execution '
+                                           'of it' % lost)
+        return ({'execution': found[0], 'execution_state': found[1]},
+                '%s started, its answer lost (%s): execution %s %s: '
+                'verifying' % (label, lost, found[0], found[1]))
 
     def _webhook_body(self, policy, target, recovery):
         """What a webhook is told: the failure, the server, its params."""
@@ -175,9 +213,17 @@ class OutsideStages(object):
         Returns what the timeline says of it ('' when there is none).
         """
         recovery = target.recovery or {}
-        execution = recovery.get('execution')
-        if (recovery.get('action') != MISTRAL_WORKFLOW or not execution or
+        if (recovery.get('action') != MISTRAL_WORKFLOW or
                 recovery.get('execution_state') in planner.EXECUTION_ENDED):
+            return ''
+        execution = recovery.get('execution')
+        if not execution:
+            # Started without an answer, or taken over: looked up again.
+            found = self._sent_before(policy, target)
+            if found.get('execution_state') in planner.EXECUTION_ENDED:
+                return ''
+            execution = found.get('execution')
+        if not execution:
             return ''
         self._follow_after.pop(target.id, None)
         try:

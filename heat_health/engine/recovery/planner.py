@@ -163,8 +163,11 @@ def _undo(target, observing=False):
 
 
 def _observing(targets):
-    """OBSERVE: attempts not under way in Nova or Heat are abandoned,
-    and what recoveries left is undone; nothing else."""
+    """OBSERVE's steps: abandon, and undo what recoveries left.
+
+    Attempts not under way in Nova or Heat are abandoned; nothing else is
+    done.
+    """
     steps = []
     for target in targets:
         if (target.state == states.RECOVERING and

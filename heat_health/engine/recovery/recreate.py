@@ -28,7 +28,9 @@ from heat.common import exception as heat_exc
 from oslo_log import log as logging
 import oslo_messaging
 
+from heat_health.common import power_states
 from heat_health.engine.monitor import states
+from heat_health.engine.recovery import crash_evidence
 from heat_health.engine.recovery import heat_replace
 from heat_health.engine.recovery import nova_actions
 from heat_health.engine.recovery import planner
@@ -42,9 +44,17 @@ STAGES = (INTENT, FENCING, FENCED, MARKED, UPDATING) = (
 BEFORE_MARK = frozenset([INTENT, FENCING, FENCED])
 # Updates tried for one RECREATE whose update was superseded.
 MAX_UPDATES = 3
-# vm_states of a server fenced by a stop, and by a delete.
+# vm_states of a server fenced by a delete, and those of one whose guest
+# Nova keeps from running (stopped, its memory saved to disk, shelved).
 _GONE = frozenset(['deleted', 'soft-delete'])
-_STOPPED = _GONE | {'stopped'}
+_STOPPED = frozenset(['stopped', 'suspended', 'shelved',
+                      'shelved_offloaded'])
+# Power states of a guest that does not run on its host (not found there,
+# shut down, crashed, suspended). Not PAUSED: a paused guest's process
+# keeps its memory, its open volumes and their locks, and runs on from
+# where it was once unpaused.
+_NOT_RUNNING = frozenset([power_states.NOSTATE, power_states.SHUTDOWN,
+                          power_states.CRASHED, power_states.SUSPENDED])
 # Seconds a member replaced whole may leave its target where it was (the
 # old member's stack gone, the update over) before the recovery fails: the
 # registry's sync moves the target to the new member's server as soon as
@@ -78,6 +88,25 @@ def fenced(recovery):
     return bool(recovery.get('fence_started_at'))
 
 
+def _fenced_as(found, host_down):
+    """How the old server is fenced, in a few words; None while it is not.
+
+    Gone; or, unless its host is forced down (then it is deleted), Nova
+    keeps its guest from running, or its guest does not run. Never while
+    Nova carries out a task on it: a reboot would run the guest again.
+    """
+    if found is None or (found.vm_state in _GONE and not found.task_state):
+        return 'deleted'
+    if found.task_state or host_down:
+        return None
+    if found.vm_state in _STOPPED:
+        return found.vm_state
+    power = power_states.name(found.power_state)
+    if power in _NOT_RUNNING:
+        return 'not running (power state %s)' % power
+    return None
+
+
 def _member_args(recovery):
     """The replacer's keyword naming the member, if one is recorded."""
     member = (recovery or {}).get('member')
@@ -87,8 +116,9 @@ def _member_args(recovery):
 class RecreateStages(object):
     """RECREATE's stages.
 
-    The loop provides tracker, replacer, timeline, ``_failed``,
-    ``_justified``, ``_saw_nova_error`` and ``_wake_after_step``.
+    The loop provides tracker, replacer, timeline, ``_actions``,
+    ``_failed``, ``_justified``, ``_saw_nova_error`` and
+    ``_wake_after_step``.
     """
 
     def _store_stage(self, target, recovery, reason):
@@ -111,6 +141,12 @@ class RecreateStages(object):
         if stage == MARKED:
             # Its update is asked for with the others (ReplaceMarked).
             return
+        if stage == INTENT and not recovery.get('evidence_kept'):
+            self._keep_evidence(policy, target, 'before RECREATE', nova)
+            recovery['evidence_kept'] = True
+            if not self.tracker.store_columns(target,
+                                              {'recovery': recovery}):
+                return
         if (policy.spec.recovery.fence_compute or
                 recovery.get('host_down')) and stage != FENCED:
             if not self._fence(policy, target, recovery, old, nova):
@@ -152,6 +188,25 @@ class RecreateStages(object):
             done = 'marked CHECK_FAILED: server %s to be replaced' % old
         self._to_update(target, recovery, done)
 
+    def _keep_evidence(self, policy, target, when, nova=None):
+        """Keep the failed server's crash evidence with the incident.
+
+        Its console and Nova's record of it go with the server: read
+        before it is fenced or replaced, and when recovery gives up.
+        Evidence that cannot be read holds nothing up.
+        """
+        try:
+            found = crash_evidence.read(
+                nova or self._actions(policy.stack_id), target)
+        except Exception as e:
+            LOG.warning('No crash evidence of %(p)s kept: %(e)s',
+                        {'p': target.path, 'e': e})
+            return
+        self.timeline.record(policy, target, 'EVIDENCE', 'crash evidence '
+                             'of server %s kept %s: %s' % (
+                                 target.server_id, when,
+                                 crash_evidence.summary(found)), detail=found)
+
     def _find_member(self, policy, target, recovery, old):
         """Record the group member to replace whole, before it is marked.
 
@@ -172,10 +227,16 @@ class RecreateStages(object):
         return self._store_stage(target, recovery, None)
 
     def _fence(self, policy, target, recovery, old, nova):
-        """Stop the old server, once; True once Nova shows it stopped.
+        """Stop the old server, once; True once it is fenced.
 
         Before Heat makes the new one: Heat creates the replacement first.
-        Looked at again at every pass until node_delete_timeout.
+        Fenced means it can no longer write to what it shares (see
+        ``_fenced_as``). Looked at again at every pass until
+        node_delete_timeout while Nova carries out a task on it. One Nova
+        refuses to stop and that does not run is fenced as it is; one
+        Nova refuses to stop that may run (paused, locked) is deleted at
+        once where node_force_recreate allows, else the RECREATE fails
+        saying why: nothing would come of waiting.
 
         A server whose host is forced down is deleted instead, whatever
         the policy's fencing: its host is fenced, so nothing runs it, and
@@ -186,6 +247,7 @@ class RecreateStages(object):
         spec = policy.spec.recovery
         host = recovery.get('host_down')
         now = self._clock()
+        refused = None
         if recovery.get('stage') == INTENT:
             recovery.update(stage=FENCING, fence_started_at=now.isoformat())
             what = ('deleting server %s (its host %s is forced down)' % (
@@ -197,8 +259,10 @@ class RecreateStages(object):
                     nova.force_delete(old)
                 else:
                     nova.run(old, 'STOP')
-            except (nova_actions.ServerGone, nova_actions.ActionRefused):
+            except nova_actions.ServerGone:
                 pass
+            except nova_actions.ActionRefused as e:
+                refused = e
             except nova_actions.NovaActionFailed as e:
                 self._saw_nova_error(policy, e)
                 self._failed(policy, target, 'fencing failed: %s' % e,
@@ -211,35 +275,43 @@ class RecreateStages(object):
         except nova_actions.NovaActionFailed as e:
             self._saw_nova_error(policy, e)
             return False
-        fenced = (_GONE if host else _STOPPED)
-        if found is not None and not (found.vm_state in fenced and
-                                      not found.task_state):
+        fenced = _fenced_as(found, host)
+        if fenced is not None:
+            recovery['stage'] = FENCED
+            return self._store_stage(target, recovery, 'fenced: server %s '
+                                     'is %s' % (old, fenced))
+        if refused is not None and not found.task_state:
+            why = 'Nova refused to stop server %s (%s): %s' % (
+                old, found.status, refused)
+        else:
             started = planner.parse_time(recovery.get('fence_started_at'))
             if now < (started or now) + datetime.timedelta(
                     seconds=spec.node_delete_timeout):
                 return False
-            if not spec.node_force_recreate or recovery.get('force_deleted'):
-                self._failed(policy, target, 'server %s did not stop within '
-                             '%ss' % (old, spec.node_delete_timeout))
-                return False
-            recovery.update(force_deleted=True,
-                            fence_started_at=now.isoformat())
-            if not self._store_stage(target, recovery,
-                                     'fencing: deleting server %s' % old):
-                return False
-            try:
-                nova.force_delete(old)
-            except nova_actions.ServerGone:
-                pass
-            except nova_actions.ActionRefused as e:
-                self._failed(policy, target, 'server %s could not be '
-                             'deleted: %s' % (old, e))
-            except nova_actions.NovaActionFailed as e:
-                self._saw_nova_error(policy, e)
+            why = 'server %s did not stop within %ss' % (
+                old, spec.node_delete_timeout)
+        if not spec.node_force_recreate or recovery.get('force_deleted'):
+            self._failed(policy, target, '%s; not fenced' % why)
             return False
-        recovery['stage'] = FENCED
-        return self._store_stage(target, recovery, 'fenced: server %s is %s'
-                                 % (old, 'deleted' if host else 'stopped'))
+        self._force_delete(policy, target, recovery, old, nova, why)
+        return False
+
+    def _force_delete(self, policy, target, recovery, old, nova, why):
+        """node_force_recreate: delete the server that was not stopped."""
+        recovery.update(force_deleted=True,
+                        fence_started_at=self._clock().isoformat())
+        if not self._store_stage(target, recovery, 'fencing: %s: deleting '
+                                 'it' % why):
+            return
+        try:
+            nova.force_delete(old)
+        except nova_actions.ServerGone:
+            pass
+        except nova_actions.ActionRefused as e:
+            self._failed(policy, target, 'server %s could not be '
+                         'deleted: %s' % (old, e))
+        except nova_actions.NovaActionFailed as e:
+            self._saw_nova_error(policy, e)
 
     def _to_update(self, target, recovery, reason):
         """Marked: waits for the stack update it shares with the others."""

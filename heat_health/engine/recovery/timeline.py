@@ -141,15 +141,18 @@ class Timeline(object):
                  {'s': target.server_id, 'p': target.path, 'r': reason})
         self.record(policy, target, 'SUPPRESSED', reason)
 
-    def record(self, policy, target, new_state, reason):
-        """A timeline row that is not a state change."""
+    def record(self, policy, target, new_state, reason, detail=None):
+        """A timeline row that is not a state change.
+
+        :param detail: what the reason cannot hold (a dict).
+        """
         try:
             db_api.event_add([{
                 'policy_id': policy.id, 'server_id': target.server_id,
                 'path': target.path,
                 'old_state': target.state, 'new_state': new_state,
                 'reason': reason, 'source': 'recovery',
-                'created_at': self._clock()}])
+                'created_at': self._clock(), 'detail': detail}])
         except Exception:
             LOG.exception('Could not record %s', reason)
 

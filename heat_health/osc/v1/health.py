@@ -1,4 +1,4 @@
-"""``openstack stack health show|event list|pause|resume``."""
+"""``openstack stack health show|event list|event show|pause|resume``."""
 
 import csv
 import datetime
@@ -18,6 +18,8 @@ EVENT_COLUMNS = ('Time', 'Policy', 'Server', 'Event', 'From', 'Reason',
 # a person watches; the other formats keep every column.
 FOLLOW_LINE = ('Time', 'Policy', 'Server', 'Event', 'Reason')
 POLICY_COLUMNS = ('Policy', 'Paused', 'By', 'At', 'Reason')
+EVENT_FIELDS = ('id', 'time', 'policy', 'server_id', 'path', 'new_state',
+                'old_state', 'reason', 'source', 'detail')
 
 
 def _add_stack(parser):
@@ -265,6 +267,60 @@ class ListHealthEvents(command.Lister):
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
         return 0
+
+
+class DetailColumn(columns.FormattableColumn):
+    """An event's detail (a failed server's crash evidence), readable."""
+
+    def human_readable(self):
+        detail = self._value or {}
+        lines = []
+        for key, value in sorted(detail.items()):
+            if key == 'console':
+                lines.append('console (tail):\n' + value)
+            elif isinstance(value, list):
+                lines.append('%s:' % key)
+                lines.extend('  %s' % json.dumps(v, sort_keys=True)
+                             for v in value)
+            else:
+                lines.append('%s: %s' % (
+                    key, json.dumps(value, sort_keys=True)))
+        return '\n'.join(lines)
+
+    def machine_readable(self):
+        return self._value
+
+
+class ShowHealthEvent(command.ShowOne):
+    """Show one event of a stack's health timeline, with its detail.
+
+    The detail of a crash evidence row holds what a failed server left:
+    its console log's tail, Nova's fault, its last instance actions and
+    the last poll URL answer. The event is looked up among the timeline's
+    events that follow it (the newest 1000).
+    """
+
+    def get_parser(self, prog_name):
+        parser = super(ShowHealthEvent, self).get_parser(prog_name)
+        _add_stack(parser)
+        parser.add_argument('event', metavar='<event-id>', type=int,
+                            help='Id of the event (as event list -f json '
+                                 'gives it)')
+        return parser
+
+    def take_action(self, parsed_args):
+        found = [e for e in self.app.client_manager.health.events(
+            parsed_args.stack, marker=parsed_args.event - 1)
+            if e.get('id') == parsed_args.event]
+        if not found:
+            raise exceptions.CommandError(
+                'No event %s in the health timeline of stack %s (or more '
+                'than 1000 events came after it).' % (
+                    parsed_args.event, parsed_args.stack))
+        event = found[0]
+        return EVENT_FIELDS, tuple(
+            DetailColumn(event.get(key)) if key == 'detail'
+            else event.get(key) for key in EVENT_FIELDS)
 
 
 def _policy_row(policy):

@@ -4,16 +4,16 @@ Written by the owning engine when it changes: which mode, for which
 targets, and why (a poll URL the engine's rules refuse), so that any
 engine's health report shows it.
 
-Revision ID: 0012
-Revises: 0011
+Revision ID: 0013
+Revises: 0012
 Create Date: 2026-12-02
 """
 
 from alembic import op
 import sqlalchemy as sa
 
-revision = '0012'
-down_revision = '0011'
+revision = '0013'
+down_revision = '0012'
 branch_labels = None
 depends_on = None
 
