@@ -42,10 +42,15 @@ def test_a_workflow_start_whose_answer_is_lost_is_followed_not_doubled(
 
 
 def _recreating(make_world, **recovery):
-    """A world whose servers are recreated, fenced by a stop first."""
+    """A world whose servers are recreated, fenced by a stop first.
+
+    Paused and suspended through Nova's API, as the world breaks them: a
+    policy that heals whatever stopped its servers.
+    """
     w = make_world(servers=2, pool=False, policy={'recovery': dict(
         acting.NO_JITTER, actions=[{'name': 'RECREATE'}],
-        fencing=['COMPUTE'], max_attempts=2, **recovery)})
+        fencing=['COMPUTE'], max_attempts=2, respect_user_actions=False,
+        **recovery)})
     acting._watching(w)
     return w
 
