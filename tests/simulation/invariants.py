@@ -67,6 +67,7 @@ and what the doubles recorded since the previous step:
 
 import datetime
 import json
+import sys
 
 from oslo_config import cfg
 
@@ -76,14 +77,26 @@ try:
 except ImportError:     # an acting core from before compute hosts
     compute_hosts = None
 from heat_health.engine.monitor import tracker
+from heat_health.engine.recovery import attempts as attempts_mod
+from heat_health.engine.recovery import loop as loop_mod
 from heat_health.engine.recovery import planner
+from heat_health.engine.recovery import recreate
 from heat_health.engine.recovery import timeline
 from heat_health.policy import spec as policy_spec
+from tests.simulation import heat_double
+from tests.simulation import truth as truth_mod
 
 IN_RECOVERY = frozenset(['RECOVERING', 'VERIFYING'])
 FAILING = frozenset(['SUSPECT', 'UNHEALTHY', 'RECOVERING', 'VERIFYING',
                      'GAVE_UP'])
+# States in which recovery may still replace a server it marked.
+MAY_REPLACE = FAILING - {'GAVE_UP'}
 BOUND_PASSES = 3
+# Seconds what a deleted policy left (a drain, a mark) may stay: nothing
+# owns it any more, so no pass of an owner will undo it.
+DELETED_SECONDS = 30
+# Seconds of slack over the sum of a recovery's own deadlines.
+RECOVERY_SLACK_SECONDS = 30
 # Seconds a task Nova carries out is waited for, at the least.
 STUCK_MIN_SECONDS = tracker.STUCK_MIN_SECONDS
 BOUND_SECONDS = 5
@@ -99,9 +112,13 @@ ACTION_OF = {'start': 'START', 'reboot': 'REBOOT', 'rebuild': 'REBUILD',
 # server), seconds late, the target, the clean passes.
 _OWED = {
     'weight': ('member %(1)s of pool %(0)s still not at weight %(2)s %(3)ds '
-               'after target %(4)d ended (%(5)d clean passes of its owner)'),
+               'after recovery stopped needing it drained: target %(4)s '
+               '(%(5)d clean passes of its owner)'),
     'mark': ('resource %(0)s/%(1)s (%(2)s) still CHECK_FAILED %(3)ds after '
-             'target %(4)d turned HEALTHY (%(5)d clean passes of its owner)'),
+             'recovery stopped intending to replace it: target %(4)s '
+             '(%(5)d clean passes of its owner)'),
+    'stuck': ('target %(0)s (%(1)s) still %(2)s %(3)ds past its bound of '
+              '%(4)ss (%(5)d clean passes of its owner)'),
 }
 _TARGET_SQL = ('SELECT id, policy_id, server_id, stack_id, resource_name, '
                'state, state_since, recovery, attempts FROM '
@@ -204,11 +221,17 @@ class Checker(object):
         self._writing = None     # engine whose step runs
         self._write_raised = False
         self._refreshed = set()
+        self._free_since = {}    # policy id -> when it may act again
+        self._fault_at = None    # when the last fault was injected
+        self._swallowed = []     # (where, error) a loop logged and went on
+        self._errors_seen = {}   # engine id -> errors already judged
         self._wrap_database()
+        self._wrap_loop_log()
         for pool_id in world.octavia.pools:
             self._weights[pool_id] = world.octavia.weights(pool_id)
         self._read()
         self._map_places()
+        self.truth = truth_mod.Truth(world, self._places, self._spec)
         self._flags = self._policy_flags()
         for engine in world.engines:
             if engine.alive:
@@ -217,7 +240,32 @@ class Checker(object):
     def close(self):
         for name, original in self._originals.items():
             setattr(db_api, name, original)
+        del loop_mod.LOG.exception
+        self.truth.close()
         self._conn_fairy.close()
+
+    def _spec(self, policy_id):
+        """The policy's spec as stored (as registered, once deleted)."""
+        row = self.policies.get(policy_id)
+        return row.spec if row is not None else \
+            self.w._policy(policy_id).spec
+
+    def _wrap_loop_log(self):
+        """What the recovery loop's steps log and go on from is seen.
+
+        ``_carry_out`` catches every error of a step; the world's engine
+        records those that reach it (``Engine.errors``).
+        """
+        log = loop_mod.LOG
+        original = log.exception
+
+        def exception(msg, *args, **kwargs):
+            error = sys.exc_info()[1]
+            self._swallowed.append(('recovery loop', '%s: %r' % (
+                msg % args[0] if args and isinstance(args[0], dict)
+                else msg, error)))
+            return original(msg, *args, **kwargs)
+        log.exception = exception
 
     # Hooks into the engines and the database API
 
@@ -466,6 +514,7 @@ class Checker(object):
     def fault(self):
         """A fault was injected: liveness bounds count from now."""
         now = self.w.clock.now()
+        self._fault_at = now
         for key in self._owed:
             self._owed[key] = (self._passes.get(key[1], 0), now)
 
@@ -476,6 +525,7 @@ class Checker(object):
         self._write_raised = False
         self._db_hits = len(self.w.db.faults.hits)
         self._octavia_hits = len(self.w.octavia.faults.hits)
+        self._fault_hits = self._hits()
         self._step += 1
         self._refreshed = set()
         if step.engine is not None:
@@ -519,8 +569,95 @@ class Checker(object):
             if step.op == 'pass':
                 found += self._check_brake(step.engine)
         found += self._check_liveness(step)
+        found += self._check_given_up_replaced(new['updates'], before)
+        found += self._check_recreate_ends(before, new['events'])
+        found += self._check_swallowed()
+        found += self.truth.pending
+        self.truth.pending = []
+        self.truth.sample()
         self._forget_evidence(before)
-        self._flags = self._policy_flags()
+        self._note_free(self._policy_flags())
+        return found
+
+    def _note_free(self, flags):
+        """Keep the new flags; note when a policy may act again."""
+        now = self.w.clock.now()
+        for policy_id, why in flags.items():
+            if why is None and self._flags.get(policy_id):
+                self._free_since[policy_id] = now
+        self._flags = flags
+
+    def _hits(self):
+        w = self.w
+        return sum(len(f.hits) for f in (
+            w.db.faults, w.nova.faults, w.nova.list_faults,
+            w.nova.host_faults, w.octavia.faults, w.heat.faults,
+            w.mistral.faults, w.hooks.faults))
+
+    def _check_swallowed(self):
+        """An error a loop logged and went on from is a defect.
+
+        Unless a fault the world injected struck in the step: then it is
+        the fault's, as designed.
+        """
+        errors, self._swallowed = self._swallowed, []
+        for engine in self.w.engines:
+            seen = self._errors_seen.get(engine.id, 0)
+            errors += [(where, error) for _at, where, error in
+                       engine.errors[seen:]]
+            self._errors_seen[engine.id] = len(engine.errors)
+        if not errors or self._hits() != self._fault_hits:
+            return []
+        return ['%s swallowed an error no fault explains: %s' % (
+            where, _cut(error, 200)) for where, error in errors]
+
+    def _check_given_up_replaced(self, updates, before):
+        """No update of recovery replaces a server given up on.
+
+        Its mark was recovery's; its target was GAVE_UP before and after
+        the step: the README says nothing more is done to it.
+        """
+        found = []
+        for update in updates:
+            if update.kind != 'recovery':
+                continue
+            for stack_id, name in update.marked:
+                marks = [m for m in self.w.heat.marks
+                         if (m.stack_id, m.resource_name) ==
+                         (stack_id, name)]
+                if not marks or marks[-1].source != 'recovery':
+                    continue
+                server_id = marks[-1].server_id or marks[-1].physical_id
+                for key, row in self.rows.items():
+                    if row.server_id != server_id and (
+                            row.recovery or {}).get('old_server_id') != \
+                            server_id:
+                        continue
+                    if row.state == 'GAVE_UP' and \
+                            before.get(key, (None,))[0] == 'GAVE_UP':
+                        found.append(
+                            'stack update by recovery of %s replaces %s '
+                            '(%s/%s), whose target %d was given up on' % (
+                                update.stack_id, server_id, stack_id,
+                                name, key))
+        return found
+
+    def _check_recreate_ends(self, before, events):
+        """A RECREATE that ends without replacing says why."""
+        found = []
+        said = {e[1] for e in events if e[3]}
+        for key, (state, recovery) in before.items():
+            row = self.rows.get(key)
+            recovery = recovery or {}
+            if (state not in IN_RECOVERY or row is None or
+                    row.state in IN_RECOVERY or
+                    recovery.get('action') != 'RECREATE' or
+                    row.server_id != recovery.get('old_server_id')):
+                continue
+            if row.server_id not in said:
+                found.append('RECREATE of %s (target %d) ended %s without '
+                             'replacing it and without a reason' % (
+                                 row.server_id, key, row.state))
         return found
 
     def _news(self):
@@ -950,11 +1087,14 @@ class Checker(object):
                  w.heat.load_balancers.items() for spec in specs}
         for (pool_id, address), weight in self._drained.items():
             policy = w.policy_of_stack(pools.get(pool_id))
-            row = policy and self._row_at(address, policy.id,
-                                          by_server.get(policy.id, {}))
-            if row is not None and row.state in ('HEALTHY', 'GAVE_UP'):
-                owed.add(('weight', row.policy_id, pool_id, address,
-                          weight, row.id))
+            if policy is None:
+                continue
+            row = self._row_at(address, policy.id,
+                               by_server.get(policy.id, {}))
+            done = self._drain_over(policy.id, row)
+            if done:
+                owed.add(('weight', policy.id, pool_id, address, weight,
+                          done))
         for stack in w.heat.stacks.values():
             for rsrc in stack.resources.values():
                 if rsrc.state != ('CHECK', 'FAILED'):
@@ -965,26 +1105,118 @@ class Checker(object):
                 if not marks or marks[-1].source != 'recovery':
                     continue
                 policy = w.policy_of_stack(stack.id)
-                row = policy and by_server.get(policy.id, {}).get(
+                if policy is None:
+                    continue
+                row = by_server.get(policy.id, {}).get(
                     getattr(marks[-1], 'server_id', None) or
                     rsrc.physical_id)
-                if row is not None and row.state == 'HEALTHY':
-                    owed.add(('mark', row.policy_id, stack.id, rsrc.name,
-                              rsrc.physical_id, row.id))
+                done = self._mark_over(policy.id, row)
+                if done:
+                    owed.add(('mark', policy.id, stack.id, rsrc.name,
+                              rsrc.physical_id, done))
+        owed |= self._stuck(now)
         for key in set(self._owed) - owed:
             del self._owed[key]
         found = []
         for key in owed:
             passes, since = self._owed.setdefault(
                 key, (self._passes.get(key[1], 0), now))
-            if (self._passes.get(key[1], 0) - passes >= BOUND_PASSES and
+            deleted = key[1] not in self.policies
+            if ((deleted or self._passes.get(key[1], 0) - passes >=
+                 BOUND_PASSES) and
                     now - since >= datetime.timedelta(
-                        seconds=BOUND_SECONDS)):
+                        seconds=DELETED_SECONDS if deleted
+                        else BOUND_SECONDS)):
                 values = key[2:5] + ((now - since).total_seconds(), key[5],
                                      BOUND_PASSES)
                 found.append(_OWED[key[0]] % {
                     str(i): v for i, v in enumerate(values)})
         return found
+
+    def _acting_mode(self, policy_id):
+        """Why the policy's recovery no longer owns what it did, or None."""
+        row = self.policies.get(policy_id)
+        if row is None:
+            return 'its policy deleted'
+        if ((row.spec or {}).get('recovery') or {}).get('mode') == \
+                'OBSERVE':
+            return 'its policy in OBSERVE'
+        return None
+
+    def _drain_over(self, policy_id, row):
+        """Why a member recovery drained is owed its weight, or None.
+
+        Its target ended (HEALTHY, GAVE_UP, reset by a user), left the
+        policy's targets, or the policy was deleted or set to OBSERVE.
+        """
+        why = self._acting_mode(policy_id)
+        if why:
+            return why
+        if row is None:
+            return 'no longer a target'
+        if row.state in ('HEALTHY', 'GAVE_UP', 'NO_DATA'):
+            return '%d %s' % (row.id, row.state)
+        return None
+
+    def _mark_over(self, policy_id, row):
+        """Why a resource recovery marked is owed its mark's end, or None.
+
+        Recovery intends to replace it only while its target fails and
+        has not been given up on, in a policy that heals.
+        """
+        why = self._acting_mode(policy_id)
+        if why:
+            return why
+        if row is None:
+            return 'no longer a target'
+        if row.state not in MAY_REPLACE:
+            return '%d %s' % (row.id, row.state)
+        return None
+
+    def _stuck(self, now):
+        """Targets in recovery past their policy's bound, as owed keys.
+
+        Counted from the attempt's start, from when the policy was last
+        allowed to act again and from the last fault, whichever is latest.
+        """
+        owed = set()
+        for row in self.rows.values():
+            if row.state not in IN_RECOVERY or \
+                    self._flags.get(row.policy_id) or \
+                    row.policy_id not in self.policies:
+                continue
+            started = _time((row.recovery or {}).get('started_at')) or \
+                row.since
+            start = max(filter(None, [started,
+                                      self._free_since.get(row.policy_id),
+                                      self._fault_at]))
+            bound = self._recovery_bound(row.policy_id)
+            if now - start > datetime.timedelta(seconds=bound):
+                owed.add(('stuck', row.policy_id, row.id, row.server_id,
+                          row.state, bound))
+        return owed
+
+    def _recovery_bound(self, policy_id):
+        """Seconds an attempt may take, by its policy's own deadlines.
+
+        Its drain (lb_status_timeout), its fencing (node_delete_timeout),
+        its stack updates and a member's move, the wait for its action
+        (the action's deadline, at least a stuck task's), and verification
+        (success_threshold checks within the evidence bound), with slack.
+        """
+        spec = self.policies[policy_id].spec or {}
+        parsed = policy_spec.PolicySpec.parse(spec)
+        stack_id = self.w._policy(policy_id).stack_id
+        drain = max([int(s.get('lb_status_timeout') or 60)
+                     for s in self.w.heat.lb_specs(stack_id)] or [0])
+        update = (recreate.MAX_UPDATES * heat_double.UPDATE_SECONDS +
+                  recreate.UNMOVED_SECONDS)
+        action = max(parsed.grace, attempts_mod.MIN_VERIFY_SECONDS,
+                     STUCK_MIN_SECONDS)
+        verify = (parsed.recovery.success_threshold * parsed.interval +
+                  truth_mod.evidence_seconds(spec))
+        return (drain + parsed.recovery.node_delete_timeout + update +
+                action + verify + RECOVERY_SLACK_SECONDS)
 
     def _row_at(self, address, policy_id, by_server):
         """The policy's row of the server at ``address`` (or replacing it).
