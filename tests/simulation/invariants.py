@@ -478,7 +478,10 @@ class Checker(object):
         """Why each policy must not act now, as stored (or None)."""
         flags = {}
         for policy in self.w.policies:
-            row = self.policies[policy.id]
+            row = self.policies.get(policy.id)
+            if row is None:
+                flags[policy.id] = 'deleted'
+                continue
             recovery = (row.spec or {}).get('recovery') or {}
             why = None
             if not row.enabled:
@@ -495,7 +498,9 @@ class Checker(object):
         return flags
 
     def _allowed(self, policy_id, name):
-        row = self.policies[policy_id]
+        row = self.policies.get(policy_id)
+        if row is None:
+            return True     # acting at all is what is wrong (_forbidden)
         actions = ((row.spec or {}).get('recovery') or {}).get('actions')
         return not actions or name in {policy_spec.rung(a)[0]
                                        for a in actions}
@@ -562,6 +567,7 @@ class Checker(object):
         found += self._check_backoff(before)
         found += self._check_kept(before)
         found += self._check_restores(new['batches'])
+        found += self._check_follower(new['batches'])
         self._track_drains(new['batches'])
         found += self._check_concurrency(step, before)
         if step.engine is not None and step.engine.alive:
@@ -790,8 +796,8 @@ class Checker(object):
 
     def _replace(self, policy_id):
         """What the policy's RECREATE replaces, as stored."""
-        row = self.policies[policy_id]
-        return ((row.spec or {}).get('recovery') or {}).get(
+        row = self.policies.get(policy_id)
+        return (((row and row.spec) or {}).get('recovery') or {}).get(
             'replace') or 'SERVER'
 
     def _check_outside(self, new):
@@ -956,6 +962,29 @@ class Checker(object):
                             by_address[address]))
         return found
 
+    def _check_follower(self, batches):
+        """The pool follower changes members, never a weight by itself.
+
+        It sends drained members at weight 0; any other member it takes to
+        weight 0 is a drain nobody asked for (a restore it undid).
+        """
+        found = []
+        for batch in batches:
+            if batch.actor != 'follower':
+                continue
+            drained = db_api.drained_members([batch.pool_id]).get(
+                batch.pool_id, set())
+            last = self._weights.get(batch.pool_id, {})
+            for address, weight in sorted(batch.weights.items()):
+                if weight == 0 and last.get(address) and \
+                        address not in drained:
+                    found.append(
+                        'the pool follower set member %s of pool %s to '
+                        'weight 0 (was %s), drained by no recovery: a '
+                        'restore undone' % (address, batch.pool_id,
+                                            last[address]))
+        return found
+
     def _track_drains(self, batches):
         for batch in batches:
             last = self._weights.get(batch.pool_id, {})
@@ -979,7 +1008,9 @@ class Checker(object):
         if not entered:
             return found
         for policy in self.w.policies:
-            row = self.policies[policy.id]
+            row = self.policies.get(policy.id)
+            if row is None:
+                continue
             limit = ((row.spec or {}).get('recovery') or {}).get(
                 'max_concurrent', 1)
             active = [r for r in self.rows.values()

@@ -7,7 +7,9 @@ server as Nova has it (an application on a running guest answers, one on
 a stopped or broken guest does not; a guest in a task is not judged),
 unless the world made that policy's URL of that server stop answering
 (``silence``): a URL that never answers, as an attacker's template would
-name, while Nova says the server is ACTIVE and running.
+name, while Nova says the server is ACTIVE and running. A policy in
+``blind`` has a URL the engine may not fetch (outside its allowed
+networks): every check of it is UNKNOWN, never a verdict.
 """
 
 from heat_health.policy import observation as obs
@@ -22,6 +24,7 @@ class PollUrlDouble(object):
         self._clock = clock
         self._nova = nova
         self.silent = set()     # (policy id, server id) never answered
+        self.blind = set()      # policy ids whose URLs are refused
 
     def silence(self, policy_id, server_id, silent=True):
         if silent:
@@ -32,6 +35,11 @@ class PollUrlDouble(object):
     def check(self, policy_id, server_id):
         """The policy's own check of the server now: an Observation."""
         now = self._clock()
+        if policy_id in self.blind:
+            return obs.Observation(
+                server_id, obs.UNKNOWN, 'poll URL of %s refused: outside '
+                'poll_url_allowed_networks' % server_id,
+                obs.NODE_STATUS_POLL_URL, now, policy_id)
         if (policy_id, server_id) in self.silent:
             return obs.Observation(
                 server_id, obs.UNHEALTHY, 'poll URL of %s: no answer within '
