@@ -221,6 +221,8 @@ class Checker(object):
         self._writing = None     # engine whose step runs
         self._write_raised = False
         self._refreshed = set()
+        self._retargeted = set()  # policies deleted or given new targets
+        self._owners = {}        # target id -> policy id, before the step
         self._free_since = {}    # policy id -> when it may act again
         self._fault_at = None    # when the last fault was injected
         self._swallowed = []     # (where, error) a loop logged and went on
@@ -464,8 +466,14 @@ class Checker(object):
         self._changes = changes
         self.rows = {r[0]: Row(r) for r in
                      self._conn.execute(_TARGET_SQL).fetchall()}
-        self.policies = {r[0]: PolicyRow(r) for r in
-                         self._conn.execute(_POLICY_SQL).fetchall()}
+        policies = {r[0]: PolicyRow(r) for r in
+                    self._conn.execute(_POLICY_SQL).fetchall()}
+        for policy_id, row in self.policies.items():
+            now = policies.get(policy_id)
+            if now is None or (now.spec or {}).get('targets') != \
+                    (row.spec or {}).get('targets'):
+                self._retargeted.add(policy_id)
+        self.policies = policies
         return True
 
     def _map_places(self):
@@ -542,6 +550,7 @@ class Checker(object):
         found, self.pending = list(self.pending), []
         before = {k: (r.state, r.recovery) for k, r in self.rows.items()}
         servers = {k: r.server_id for k, r in self.rows.items()}
+        self._owners = {k: r.policy_id for k, r in self.rows.items()}
         self._read()
         # A row given a new server (the sync of a stack's replacement) is
         # news to an engine until its ``_refresh`` reads the policy's rows:
@@ -930,11 +939,14 @@ class Checker(object):
 
         Also a RECREATE's whose group member Heat replaces whole: its
         server moves to another stack, its row follows (attempts, history
-        and what the recovery left to undo with it).
+        and what the recovery left to undo with it). Unless its policy
+        was deleted or given other targets: what the recovery left then is
+        judged by the liveness checks.
         """
         return ['target %d (%s) removed during its recovery' % (
             key, state) for key, (state, _recovery) in before.items()
-            if state in IN_RECOVERY and key not in self.rows]
+            if state in IN_RECOVERY and key not in self.rows and
+            self._owners.get(key) not in self._retargeted]
 
     def _check_restores(self, batches):
         """A replaced server's drained member never regains weight.
