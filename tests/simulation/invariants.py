@@ -95,6 +95,8 @@ BOUND_PASSES = 3
 # Seconds what a deleted policy left (a drain, a mark) may stay: nothing
 # owns it any more, so no pass of an owner will undo it.
 DELETED_SECONDS = 30
+# Nova calls of a RECREATE that forces out a server that will not stop.
+FORCED = frozenset(['delete', 'force_delete'])
 # Seconds of slack over the sum of a recovery's own deadlines.
 RECOVERY_SLACK_SECONDS = 30
 # Seconds a task Nova carries out is waited for, at the least.
@@ -740,7 +742,11 @@ class Checker(object):
             found += _check_host(action, label)
             found += self._check_drained(policy_id, place, label)
             key = (place, self._epoch.get(place))
-            done = self._actions.setdefault(key, [])
+            # The delete of a server its fencing could not stop
+            # (node_force_recreate) follows the STOP: counted apart.
+            done = self._actions.setdefault(
+                key + ((action.action,) if action.action in FORCED else ()),
+                [])
             done.append(label)
             if len(done) > 1:
                 found.append(
