@@ -267,7 +267,8 @@ class Engine(object):
             policy = self._policies.get(policy_id)
             self._fresh[policy_id] = (
                 None if policy is None else
-                self.world.heat.resolution(policy.stack_id))
+                self.world.heat.resolution(policy.stack_id,
+                                           policy.parsed.targets))
         return self._fresh[policy_id]
 
     def _tick(self):
@@ -342,7 +343,8 @@ class Engine(object):
                 if rows_due else {p.id for p in policies})
         synced = set()
         for policy in policies:
-            resolution = self.world.heat.resolution(policy.stack_id)
+            resolution = self.world.heat.resolution(policy.stack_id,
+                                                    policy.parsed.targets)
             previous = self._resolutions.get(policy.id)
             graced = (previous.busy - resolution.busy) if previous else ()
             if (previous is None or graced or
@@ -372,7 +374,8 @@ class Engine(object):
     def _load_if_changed(self):
         """Monitor._load_if_changed: the tracker loads what changed."""
         resolutions = {pid: self._resolutions.get(pid) or
-                       self.world.heat.resolution(p.stack_id)
+                       self.world.heat.resolution(p.stack_id,
+                                                  p.parsed.targets)
                        for pid, p in self._policies.items()}
         signatures = getattr(monitor_mod, 'LoadSignatures', None)
         if signatures is None:

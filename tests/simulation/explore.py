@@ -33,6 +33,7 @@ import random
 
 from mistralclient.api import base as mistral_base
 from oslo_config import cfg
+import requests
 from oslo_db.sqlalchemy import engines as db_engines
 import sqlalchemy
 
@@ -217,6 +218,24 @@ def outside_shape(rnd, kwargs):
     return faults
 
 
+def acting_shape(rnd, kwargs):
+    """Rarer options of how the policy acts and sees, drawn apart.
+
+    A fifth of the worlds force-delete a server RECREATE cannot stop
+    (``node_force_recreate``); a sixth (of those without shared URLs)
+    also poll a URL of each server that the engine may not fetch: a
+    blind mode. Returns whether the world is blind.
+    """
+    recovery = kwargs['policy']['recovery']
+    if rnd.random() < 0.2:
+        recovery['node_force_recreate'] = True
+    if kwargs.get('shared') or rnd.random() >= 0.17:
+        return False
+    kwargs['policy']['detection']['detection_modes'].append(
+        dict(world_mod.URL_MODE))
+    return True
+
+
 def _describe(kwargs, engines, limit):
     recovery = kwargs['policy']['recovery']
     ladder = recovery.get('actions')
@@ -229,7 +248,9 @@ def _describe(kwargs, engines, limit):
                 engines, kwargs['policies'], kwargs['servers'],
                 ' (a stack each)' if kwargs['nested'] == 'members' else '',
                 'pool' if kwargs['pool'] else 'no pool', names,
-                ', fencing' if recovery.get('fencing') else '',
+                (', fencing' if recovery.get('fencing') else '') +
+                (', force-delete' if recovery.get('node_force_recreate')
+                 else ''),
                 recovery['max_concurrent'], limit,
                 ', OBSERVE' if recovery.get('mode') else '') +
             (', poll URLs, policy-shared on policy-0\'s servers'
@@ -272,8 +293,15 @@ class Explorer(object):
         # Drawn apart, so that each seed's other draws stay as they were.
         member_gap = member_shape(random.Random(seed * 7919 + 1), kwargs)
         outside = outside_shape(random.Random(seed * 104729 + 3), kwargs)
+        blind = acting_shape(random.Random(seed * 15485863 + 5), kwargs)
+        self.workflows = any(
+            a.get('type') == 'MISTRAL_WORKFLOW'
+            for a in kwargs['policy']['recovery'].get('actions') or ())
         self.shape = _describe(kwargs, engines, self.limit) + (
-            ' (none shown while one is replaced)' if member_gap else '')
+            ' (none shown while one is replaced)' if member_gap else '') + (
+            ', a poll URL the engine may not fetch' if blind else '')
+        self.resets = []        # places whose user reset is half written
+        self.all_targets = {}   # policy index -> its targets before a cut
         cfg.CONF.set_override('max_concurrent_recoveries', self.limit,
                               group='heat_health')
         self.trace = collections.deque(maxlen=TRACE_STEPS)
@@ -285,6 +313,9 @@ class Explorer(object):
             self.world = world_mod.World(engines=engines, seed=seed,
                                          **kwargs)
             self.world.heat.member_gap = member_gap
+            if blind:
+                self.world.urls.blind.update(
+                    p.id for p in self.world.policies)
             for double, call, phase, count in outside:
                 if count == 'crash':
                     self.world.crash_at(double, call, phase=phase)
@@ -349,7 +380,7 @@ class Explorer(object):
         dead = [e for e in w.engines if not e.alive]
         acting = [i for i, p in enumerate(w.policies) if not p.watcher]
         policy = acting[rnd.randrange(len(acting))]
-        row = self.checker.policies[w.policies[policy].id]
+        row = self.checker.policies.get(w.policies[policy].id)
         now = w.clock.seconds()
         if any(at <= now for at, _how in self.returns.values()):
             # A host due back comes back, whatever else would happen.
@@ -361,18 +392,36 @@ class Explorer(object):
                    (0.3, 'lock'), (1.2, 'db'), (0.5, 'assign'),
                    (0.8, 'kill'), (1, 'nova'), (0.4, 'listing'),
                    (0.5, 'octavia'), (0.6, 'heat'), (0.5, 'user_update'),
-                   (5 if row.suspended else 0.3, 'suspend'),
-                   (5 if row.paused else 0.5, 'pause'),
-                   (5 if not row.enabled else 0.5, 'disable'),
-                   (0.5, 'mark_healthy'), (0.2, 'mark_unhealthy')]
+                   (5 if row and row.suspended else 0.3, 'suspend'),
+                   (5 if row and row.paused else 0.5, 'pause'),
+                   (5 if row and not row.enabled else 0.5, 'disable'),
+                   (0.3, 'mark_healthy'), (0.2, 'mark_unhealthy'),
+                   (0.3, 'reset_mark'), (0.2, 'pause_heal'),
+                   (0.4, 'user_stop'),
+                   (3 if self._observing(policy) else 0.2, 'observe'),
+                   (0.1, 'delete_policy')]
+        if self.resets:
+            choices.append((2, 'reset_rows'))
+        if self.checker.truth.intent:
+            choices.append((1, 'user_start'))
+        if len(w.policies[policy].spec['targets']) > 1 or \
+                policy in self.all_targets:
+            choices.append((0.2, 'targets'))
+        if self.workflows:
+            choices.append((0.5, 'mistral_lost'))
+        if row is None:
+            # Deleted: only what is no operation on it, or its return.
+            choices = choices[:4] + [(3, 'delete_policy')]
         if w.octavia.pools:
             # Most often while steps wait to run: a drain meets it.
             choices.append((5 if any(e.executor.queue for e in live)
                             else 2, 'lb_busy'))
-            # The pool follower works in passes: it may lag a swap.
+            # The pool follower works in passes: it may lag a swap, and
+            # it lists the pool a step or more before its PUT.
             choices.append((0.5, 'pool_lag'))
             if w.heat.lagging:
-                choices.append((3, 'pool_follow'))
+                choices.append((3, 'pool_put' if w.heat.listed
+                                else 'pool_follow'))
         if len(acting) < len(w.policies):
             choices += [(1, 'silence_url'), (1, 'hold_url_verdict')]
         states = {h.state for h in w.nova.hosts.values()}
@@ -402,7 +451,8 @@ class Explorer(object):
             engine = rnd.choice(engines)
             return invariants.Step(name, engine, name)
         return invariants.Step(name, fault=name not in (
-            'advance', 'advance_long', 'restart', 'pool_follow'), op=policy)
+            'advance', 'advance_long', 'restart', 'pool_follow',
+            'pool_put'), op=policy)
 
     def _take(self, step):
         rnd = self.rnd
@@ -442,8 +492,12 @@ class Explorer(object):
         return 'pool follower lags: %s' % self.world.heat.follow_lags
 
     def _pool_follow(self, policy):
-        return 'pool follower swaps %d replaced members' % (
-            self.world.heat.follow_now())
+        return 'pool follower lists %d pools' % (
+            self.world.heat.follow_list())
+
+    def _pool_put(self, policy):
+        return 'pool follower sends what it listed: %d members swapped' % (
+            self.world.heat.follow_put())
 
     def _index(self, policy):
         return self.rnd.randrange(len(self.world.places(policy)))
@@ -537,6 +591,7 @@ class Explorer(object):
         self.held.append(obs.Observation(
             server, obs.UNHEALTHY, 'poll URL of %s: no answer within 5s' %
             server, obs.NODE_STATUS_POLL_URL, w.clock.now(), policy_id))
+        self.checker.truth.saw_failing(policy_id, server)
         return '%s\'s own verdict on %s held back: UNHEALTHY' % (
             policy_id, server)
 
@@ -685,8 +740,101 @@ class Explorer(object):
         call = self.rnd.choice(['member_list', 'load_balancer_show',
                                 'member_batch'])
         code = self.rnd.choice([500, 503, 409])
+        if call == 'member_batch' and self.rnd.random() < 0.4:
+            # Applied, the answer lost.
+            self.world.octavia.faults.add(call, octavia_double.error(504),
+                                          phase=faults_mod.AFTER)
+            return 'octavia member_batch applied, its answer lost'
         self.world.octavia.faults.add(call, octavia_double.error(code))
         return 'octavia %s fails: %d' % (call, code)
+
+    def _mistral_lost(self, policy):
+        """The next workflow is created; its answer is lost (a timeout)."""
+        self.world.mistral.faults.add(
+            'create', requests.exceptions.ReadTimeout('read timed out'),
+            phase=faults_mod.AFTER)
+        return 'the next workflow is created, its answer lost'
+
+    def _observing(self, policy):
+        spec = self.world.policies[policy].spec
+        return (spec.get('recovery') or {}).get('mode') == 'OBSERVE'
+
+    def _observe(self, policy):
+        """OBSERVE switched on, or back to HEAL, mid-run."""
+        mode = 'HEAL' if self._observing(policy) else 'OBSERVE'
+        self.world.set_mode(mode, policy)
+        return 'policy-%d mode: %s' % (policy, mode)
+
+    def _targets(self, policy):
+        """The template's targets lose one name, or get them all back."""
+        names = self.all_targets.pop(policy, None)
+        kept = names
+        if names is None:
+            names = list(self.world.policies[policy].spec['targets'])
+            self.all_targets[policy] = names
+            kept = [n for n in names if n != self.rnd.choice(names)]
+        self.world.set_targets(kept, policy)
+        return 'policy-%d targets: %s' % (policy, ', '.join(kept))
+
+    def _delete_policy(self, policy):
+        """The policy deleted with its stack kept, or created again."""
+        w = self.world
+        if w.policies[policy].deleted:
+            w.create_policy_again(policy)
+            return 'policy-%d created again' % policy
+        w.delete_policy(policy)
+        return 'policy-%d deleted' % policy
+
+    def _reset_mark(self, policy):
+        """A user's reset, its first write: the mark cleared."""
+        place = self.world.reset_mark(self._index(policy), policy)
+        self.resets.append(place)
+        return 'user resets %s: mark cleared, rows not yet' % '/'.join(
+            place)
+
+    def _reset_rows(self, policy):
+        """The second write of a user's reset: the place's rows."""
+        place = self.resets.pop(0)
+        ids = [r.id for r in self.checker.rows.values() if r.place == place]
+        self.world.reset_rows(place)
+        self.checker.foreign_write(ids)
+        return 'user reset of %s: rows reset' % '/'.join(place)
+
+    def _pause_heal(self, policy):
+        """Paused while a server fails, healed by hand, resumed later."""
+        w = self.world
+        failing = [i for i in self._reporting(policy)
+                   if w.state(i, policy) in ('UNHEALTHY', 'RECOVERING',
+                                             'VERIFYING', 'SUSPECT')]
+        if not failing:
+            return 'pause and heal: no failing server'
+        index = self.rnd.choice(failing)
+        seconds = self.rnd.choice([120, 300, 900])
+        w.pause(policy)
+        server = w.server_id(index, policy)
+        w.heal_server(index, policy)
+        w.advance(seconds)
+        w.unpause(policy)
+        return ('policy-%d paused, %s healed by hand, resumed %ss later' %
+                (policy, server, seconds))
+
+    def _user_stop(self, policy):
+        """The server's user stops it through Nova's API, on purpose."""
+        w = self.world
+        index = self._index(policy)
+        server = w.server(index, policy)
+        if server.status != 'ACTIVE' or not w.nova._reporting(server):
+            return 'user stop: %s is %s' % (server.id, server.status)
+        w.user_nova('stop', index, policy)
+        return 'the user of %s stops it (os-stop)' % server.id
+
+    def _user_start(self, policy):
+        """A server its user stopped is started again by that user."""
+        w = self.world
+        server_id = self.rnd.choice(sorted(self.checker.truth.intent))
+        w.nova.client('user').servers.start(server_id)
+        w.note('the user of %s starts it again' % server_id)
+        return 'the user of %s starts it again (os-start)' % server_id
 
     def _heat(self, policy):
         call = self.rnd.choice(['update_target', 'mark_failed',

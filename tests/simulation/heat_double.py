@@ -40,6 +40,7 @@ import datetime
 from heat.common import exception as heat_exc
 import oslo_messaging
 
+from heat_health.db import api as db_api
 from heat_health.engine.recovery import heat_replace
 from heat_health.policy import targets as target_resolution
 from tests.simulation import faults as faults_mod
@@ -139,6 +140,7 @@ class HeatDouble(object):
         # passes): its swaps wait in ``lagging`` until ``follow_now``.
         self.follow_lags = False
         self.lagging = []            # [(root id, old, new)]
+        self.listed = {}             # pool id -> members the follower read
         self._ops = {}               # stack id -> _Operation
         # replacement_update_stack = own: the stack holding the resource.
         self.update_own = True
@@ -293,11 +295,18 @@ class HeatDouble(object):
         self._settle()
         return self.stacks[root_id].action == 'SUSPEND'
 
-    def resolution(self, root_id):
-        """What heat_health.policy.targets.Resolver would find now."""
+    def resolution(self, root_id, targets=None):
+        """What heat_health.policy.targets.Resolver would find now.
+
+        ``targets``: the policy's resource names; a place under any other
+        top resource is not watched.
+        """
+        places = self.places(root_id)
+        if targets is not None:
+            places = {k: v for k, v in places.items()
+                      if v['path'].split('/')[0] in targets}
         return target_resolution.Resolution(
-            self.places(root_id), self.busy(root_id),
-            self.suspended(root_id), [], None)
+            places, self.busy(root_id), self.suspended(root_id), [], None)
 
     def lb_specs(self, root_id):
         """The decoded data of the stack's load balancers (the Drainer's)."""
@@ -475,10 +484,44 @@ class HeatDouble(object):
 
     def follow_now(self):
         """The lagging pool follower catches up with every replacement."""
+        self.follow_list()
+        return self.follow_put()
+
+    def follow_list(self):
+        """The follower's pass lists the pools its lagging swaps are in.
+
+        As MemberFollower: the PUT (``follow_put``) is built from this
+        listing, a step or more later.
+        """
+        self.listed = {}
+        for root_id, _old, _new in self.lagging:
+            for spec in self.load_balancers.get(root_id, []):
+                pool_id = spec['pool_id']
+                self.listed[pool_id] = [
+                    dict(m) for m in self.octavia.pools[pool_id]['members']]
+        return len(self.listed)
+
+    def follow_put(self):
+        """The follower's PUT of what it listed, its swaps applied.
+
+        Members a recovery drained are re-read now and sent at weight 0;
+        every other weight is the listed one (a restore since is undone,
+        as MemberFollower does). A busy load balancer: the next pass.
+        """
         lagging, self.lagging = self.lagging, []
+        drained = db_api.drained_members(list(self.listed))
+        kept = []
         for root_id, old, new in lagging:
-            self._swap(root_id, old, new)
-        return len(lagging)
+            pools = [s['pool_id'] for s in self.load_balancers.get(root_id,
+                                                                   [])]
+            if any(p not in self.listed or self.octavia._lb(
+                    self.octavia.pools[p]['lb'])['provisioning_status'] !=
+                    'ACTIVE' for p in pools):
+                kept.append((root_id, old, new))
+                continue
+            self._swap(root_id, old, new, self.listed, drained)
+        self.lagging = kept
+        return len(lagging) - len(kept)
 
     def _follow(self, root_id, old, new):
         """The LoadBalancer resource's update: the member follows."""
@@ -487,7 +530,13 @@ class HeatDouble(object):
         else:
             self._swap(root_id, old, new)
 
-    def _swap(self, root_id, old, new):
+    def _swap(self, root_id, old, new, listed=None, drained=None):
+        """The member of ``old`` replaced by one of ``new``.
+
+        At once by Heat's own update, or by the follower from its
+        ``listed`` members (pool id -> [member]), ``drained`` (pool id ->
+        {address}) sent at weight 0.
+        """
         server = self.nova.find(new)
         for spec in self.load_balancers.get(root_id, []):
             if old not in spec['members']:
@@ -495,13 +544,18 @@ class HeatDouble(object):
             gone = spec['members'].pop(old)['address']
             address = server.addresses[0]
             pool_id = spec['pool_id']
-            members = [dict(m) for m in
-                       self.octavia.pools[pool_id]['members']
-                       if m['address'] != gone]
+            members = [dict(m) for m in (
+                listed[pool_id] if listed is not None else
+                self.octavia.pools[pool_id]['members'])
+                if m['address'] != gone]
+            for member in members:
+                if member['address'] in (drained or {}).get(pool_id, ()):
+                    member['weight'] = 0
             members.append({'address': address, 'protocol_port':
                             spec['protocol_port'], 'subnet_id':
                             spec['subnet_id'], 'name': new})
-            self.octavia.apply(pool_id, members, 'heat')
+            self.octavia.apply(pool_id, members,
+                               'heat' if listed is None else 'follower')
             member_id = [m['id'] for m in
                          self.octavia.pools[pool_id]['members']
                          if m['address'] == address][0]

@@ -67,6 +67,7 @@ and what the doubles recorded since the previous step:
 
 import datetime
 import json
+import sys
 
 from oslo_config import cfg
 
@@ -76,14 +77,28 @@ try:
 except ImportError:     # an acting core from before compute hosts
     compute_hosts = None
 from heat_health.engine.monitor import tracker
+from heat_health.engine.recovery import attempts as attempts_mod
+from heat_health.engine.recovery import loop as loop_mod
 from heat_health.engine.recovery import planner
+from heat_health.engine.recovery import recreate
 from heat_health.engine.recovery import timeline
 from heat_health.policy import spec as policy_spec
+from tests.simulation import heat_double
+from tests.simulation import truth as truth_mod
 
 IN_RECOVERY = frozenset(['RECOVERING', 'VERIFYING'])
 FAILING = frozenset(['SUSPECT', 'UNHEALTHY', 'RECOVERING', 'VERIFYING',
                      'GAVE_UP'])
+# States in which recovery may still replace a server it marked.
+MAY_REPLACE = FAILING - {'GAVE_UP'}
 BOUND_PASSES = 3
+# Seconds what a deleted policy left (a drain, a mark) may stay: nothing
+# owns it any more, so no pass of an owner will undo it.
+DELETED_SECONDS = 30
+# Nova calls of a RECREATE that forces out a server that will not stop.
+FORCED = frozenset(['delete', 'force_delete'])
+# Seconds of slack over the sum of a recovery's own deadlines.
+RECOVERY_SLACK_SECONDS = 30
 # Seconds a task Nova carries out is waited for, at the least.
 STUCK_MIN_SECONDS = tracker.STUCK_MIN_SECONDS
 BOUND_SECONDS = 5
@@ -99,9 +114,13 @@ ACTION_OF = {'start': 'START', 'reboot': 'REBOOT', 'rebuild': 'REBUILD',
 # server), seconds late, the target, the clean passes.
 _OWED = {
     'weight': ('member %(1)s of pool %(0)s still not at weight %(2)s %(3)ds '
-               'after target %(4)d ended (%(5)d clean passes of its owner)'),
+               'after recovery stopped needing it drained: target %(4)s '
+               '(%(5)d clean passes of its owner)'),
     'mark': ('resource %(0)s/%(1)s (%(2)s) still CHECK_FAILED %(3)ds after '
-             'target %(4)d turned HEALTHY (%(5)d clean passes of its owner)'),
+             'recovery stopped intending to replace it: target %(4)s '
+             '(%(5)d clean passes of its owner)'),
+    'stuck': ('target %(0)s (%(1)s) still %(2)s %(3)ds past its bound of '
+              '%(4)ss (%(5)d clean passes of its owner)'),
 }
 _TARGET_SQL = ('SELECT id, policy_id, server_id, stack_id, resource_name, '
                'state, state_since, recovery, attempts FROM '
@@ -204,11 +223,19 @@ class Checker(object):
         self._writing = None     # engine whose step runs
         self._write_raised = False
         self._refreshed = set()
+        self._retargeted = set()  # policies deleted or given new targets
+        self._owners = {}        # target id -> policy id, before the step
+        self._free_since = {}    # policy id -> when it may act again
+        self._fault_at = None    # when the last fault was injected
+        self._swallowed = []     # (where, error) a loop logged and went on
+        self._errors_seen = {}   # engine id -> errors already judged
         self._wrap_database()
+        self._wrap_loop_log()
         for pool_id in world.octavia.pools:
             self._weights[pool_id] = world.octavia.weights(pool_id)
         self._read()
         self._map_places()
+        self.truth = truth_mod.Truth(world, self._places, self._spec)
         self._flags = self._policy_flags()
         for engine in world.engines:
             if engine.alive:
@@ -217,7 +244,32 @@ class Checker(object):
     def close(self):
         for name, original in self._originals.items():
             setattr(db_api, name, original)
+        del loop_mod.LOG.exception
+        self.truth.close()
         self._conn_fairy.close()
+
+    def _spec(self, policy_id):
+        """The policy's spec as stored (as registered, once deleted)."""
+        row = self.policies.get(policy_id)
+        return row.spec if row is not None else \
+            self.w._policy(policy_id).spec
+
+    def _wrap_loop_log(self):
+        """What the recovery loop's steps log and go on from is seen.
+
+        ``_carry_out`` catches every error of a step; the world's engine
+        records those that reach it (``Engine.errors``).
+        """
+        log = loop_mod.LOG
+        original = log.exception
+
+        def exception(msg, *args, **kwargs):
+            error = sys.exc_info()[1]
+            self._swallowed.append(('recovery loop', '%s: %r' % (
+                msg % args[0] if args and isinstance(args[0], dict)
+                else msg, error)))
+            return original(msg, *args, **kwargs)
+        log.exception = exception
 
     # Hooks into the engines and the database API
 
@@ -416,8 +468,14 @@ class Checker(object):
         self._changes = changes
         self.rows = {r[0]: Row(r) for r in
                      self._conn.execute(_TARGET_SQL).fetchall()}
-        self.policies = {r[0]: PolicyRow(r) for r in
-                         self._conn.execute(_POLICY_SQL).fetchall()}
+        policies = {r[0]: PolicyRow(r) for r in
+                    self._conn.execute(_POLICY_SQL).fetchall()}
+        for policy_id, row in self.policies.items():
+            now = policies.get(policy_id)
+            if now is None or (now.spec or {}).get('targets') != \
+                    (row.spec or {}).get('targets'):
+                self._retargeted.add(policy_id)
+        self.policies = policies
         return True
 
     def _map_places(self):
@@ -430,7 +488,10 @@ class Checker(object):
         """Why each policy must not act now, as stored (or None)."""
         flags = {}
         for policy in self.w.policies:
-            row = self.policies[policy.id]
+            row = self.policies.get(policy.id)
+            if row is None:
+                flags[policy.id] = 'deleted'
+                continue
             recovery = (row.spec or {}).get('recovery') or {}
             why = None
             if not row.enabled:
@@ -447,7 +508,9 @@ class Checker(object):
         return flags
 
     def _allowed(self, policy_id, name):
-        row = self.policies[policy_id]
+        row = self.policies.get(policy_id)
+        if row is None:
+            return True     # acting at all is what is wrong (_forbidden)
         actions = ((row.spec or {}).get('recovery') or {}).get('actions')
         return not actions or name in {policy_spec.rung(a)[0]
                                        for a in actions}
@@ -466,6 +529,7 @@ class Checker(object):
     def fault(self):
         """A fault was injected: liveness bounds count from now."""
         now = self.w.clock.now()
+        self._fault_at = now
         for key in self._owed:
             self._owed[key] = (self._passes.get(key[1], 0), now)
 
@@ -476,6 +540,7 @@ class Checker(object):
         self._write_raised = False
         self._db_hits = len(self.w.db.faults.hits)
         self._octavia_hits = len(self.w.octavia.faults.hits)
+        self._fault_hits = self._hits()
         self._step += 1
         self._refreshed = set()
         if step.engine is not None:
@@ -487,6 +552,7 @@ class Checker(object):
         found, self.pending = list(self.pending), []
         before = {k: (r.state, r.recovery) for k, r in self.rows.items()}
         servers = {k: r.server_id for k, r in self.rows.items()}
+        self._owners = {k: r.policy_id for k, r in self.rows.items()}
         self._read()
         # A row given a new server (the sync of a stack's replacement) is
         # news to an engine until its ``_refresh`` reads the policy's rows:
@@ -512,6 +578,7 @@ class Checker(object):
         found += self._check_backoff(before)
         found += self._check_kept(before)
         found += self._check_restores(new['batches'])
+        found += self._check_follower(new['batches'])
         self._track_drains(new['batches'])
         found += self._check_concurrency(step, before)
         if step.engine is not None and step.engine.alive:
@@ -519,8 +586,95 @@ class Checker(object):
             if step.op == 'pass':
                 found += self._check_brake(step.engine)
         found += self._check_liveness(step)
+        found += self._check_given_up_replaced(new['updates'], before)
+        found += self._check_recreate_ends(before, new['events'])
+        found += self._check_swallowed()
+        found += self.truth.pending
+        self.truth.pending = []
+        self.truth.sample()
         self._forget_evidence(before)
-        self._flags = self._policy_flags()
+        self._note_free(self._policy_flags())
+        return found
+
+    def _note_free(self, flags):
+        """Keep the new flags; note when a policy may act again."""
+        now = self.w.clock.now()
+        for policy_id, why in flags.items():
+            if why is None and self._flags.get(policy_id):
+                self._free_since[policy_id] = now
+        self._flags = flags
+
+    def _hits(self):
+        w = self.w
+        return sum(len(f.hits) for f in (
+            w.db.faults, w.nova.faults, w.nova.list_faults,
+            w.nova.host_faults, w.octavia.faults, w.heat.faults,
+            w.mistral.faults, w.hooks.faults))
+
+    def _check_swallowed(self):
+        """An error a loop logged and went on from is a defect.
+
+        Unless a fault the world injected struck in the step: then it is
+        the fault's, as designed.
+        """
+        errors, self._swallowed = self._swallowed, []
+        for engine in self.w.engines:
+            seen = self._errors_seen.get(engine.id, 0)
+            errors += [(where, error) for _at, where, error in
+                       engine.errors[seen:]]
+            self._errors_seen[engine.id] = len(engine.errors)
+        if not errors or self._hits() != self._fault_hits:
+            return []
+        return ['%s swallowed an error no fault explains: %s' % (
+            where, _cut(error, 200)) for where, error in errors]
+
+    def _check_given_up_replaced(self, updates, before):
+        """No update of recovery replaces a server given up on.
+
+        Its mark was recovery's; its target was GAVE_UP before and after
+        the step: the README says nothing more is done to it.
+        """
+        found = []
+        for update in updates:
+            if update.kind != 'recovery':
+                continue
+            for stack_id, name in update.marked:
+                marks = [m for m in self.w.heat.marks
+                         if (m.stack_id, m.resource_name) ==
+                         (stack_id, name)]
+                if not marks or marks[-1].source != 'recovery':
+                    continue
+                server_id = marks[-1].server_id or marks[-1].physical_id
+                for key, row in self.rows.items():
+                    if row.server_id != server_id and (
+                            row.recovery or {}).get('old_server_id') != \
+                            server_id:
+                        continue
+                    if row.state == 'GAVE_UP' and \
+                            before.get(key, (None,))[0] == 'GAVE_UP':
+                        found.append(
+                            'stack update by recovery of %s replaces %s '
+                            '(%s/%s), whose target %d was given up on' % (
+                                update.stack_id, server_id, stack_id,
+                                name, key))
+        return found
+
+    def _check_recreate_ends(self, before, events):
+        """A RECREATE that ends without replacing says why."""
+        found = []
+        said = {e[1] for e in events if e[3]}
+        for key, (state, recovery) in before.items():
+            row = self.rows.get(key)
+            recovery = recovery or {}
+            if (state not in IN_RECOVERY or row is None or
+                    row.state in IN_RECOVERY or
+                    recovery.get('action') != 'RECREATE' or
+                    row.server_id != recovery.get('old_server_id')):
+                continue
+            if row.server_id not in said:
+                found.append('RECREATE of %s (target %d) ended %s without '
+                             'replacing it and without a reason' % (
+                                 row.server_id, key, row.state))
         return found
 
     def _news(self):
@@ -588,7 +742,11 @@ class Checker(object):
             found += _check_host(action, label)
             found += self._check_drained(policy_id, place, label)
             key = (place, self._epoch.get(place))
-            done = self._actions.setdefault(key, [])
+            # The delete of a server its fencing could not stop
+            # (node_force_recreate) follows the STOP: counted apart.
+            done = self._actions.setdefault(
+                key + ((action.action,) if action.action in FORCED else ()),
+                [])
             done.append(label)
             if len(done) > 1:
                 found.append(
@@ -653,8 +811,8 @@ class Checker(object):
 
     def _replace(self, policy_id):
         """What the policy's RECREATE replaces, as stored."""
-        row = self.policies[policy_id]
-        return ((row.spec or {}).get('recovery') or {}).get(
+        row = self.policies.get(policy_id)
+        return (((row and row.spec) or {}).get('recovery') or {}).get(
             'replace') or 'SERVER'
 
     def _check_outside(self, new):
@@ -787,11 +945,14 @@ class Checker(object):
 
         Also a RECREATE's whose group member Heat replaces whole: its
         server moves to another stack, its row follows (attempts, history
-        and what the recovery left to undo with it).
+        and what the recovery left to undo with it). Unless its policy
+        was deleted or given other targets: what the recovery left then is
+        judged by the liveness checks.
         """
         return ['target %d (%s) removed during its recovery' % (
             key, state) for key, (state, _recovery) in before.items()
-            if state in IN_RECOVERY and key not in self.rows]
+            if state in IN_RECOVERY and key not in self.rows and
+            self._owners.get(key) not in self._retargeted]
 
     def _check_restores(self, batches):
         """A replaced server's drained member never regains weight.
@@ -819,6 +980,29 @@ class Checker(object):
                             by_address[address]))
         return found
 
+    def _check_follower(self, batches):
+        """The pool follower changes members, never a weight by itself.
+
+        It sends drained members at weight 0; any other member it takes to
+        weight 0 is a drain nobody asked for (a restore it undid).
+        """
+        found = []
+        for batch in batches:
+            if batch.actor != 'follower':
+                continue
+            drained = db_api.drained_members([batch.pool_id]).get(
+                batch.pool_id, set())
+            last = self._weights.get(batch.pool_id, {})
+            for address, weight in sorted(batch.weights.items()):
+                if weight == 0 and last.get(address) and \
+                        address not in drained:
+                    found.append(
+                        'the pool follower set member %s of pool %s to '
+                        'weight 0 (was %s), drained by no recovery: a '
+                        'restore undone' % (address, batch.pool_id,
+                                            last[address]))
+        return found
+
     def _track_drains(self, batches):
         for batch in batches:
             last = self._weights.get(batch.pool_id, {})
@@ -842,7 +1026,9 @@ class Checker(object):
         if not entered:
             return found
         for policy in self.w.policies:
-            row = self.policies[policy.id]
+            row = self.policies.get(policy.id)
+            if row is None:
+                continue
             limit = ((row.spec or {}).get('recovery') or {}).get(
                 'max_concurrent', 1)
             active = [r for r in self.rows.values()
@@ -950,11 +1136,14 @@ class Checker(object):
                  w.heat.load_balancers.items() for spec in specs}
         for (pool_id, address), weight in self._drained.items():
             policy = w.policy_of_stack(pools.get(pool_id))
-            row = policy and self._row_at(address, policy.id,
-                                          by_server.get(policy.id, {}))
-            if row is not None and row.state in ('HEALTHY', 'GAVE_UP'):
-                owed.add(('weight', row.policy_id, pool_id, address,
-                          weight, row.id))
+            if policy is None:
+                continue
+            row = self._row_at(address, policy.id,
+                               by_server.get(policy.id, {}))
+            done = self._drain_over(policy.id, row)
+            if done:
+                owed.add(('weight', policy.id, pool_id, address, weight,
+                          done))
         for stack in w.heat.stacks.values():
             for rsrc in stack.resources.values():
                 if rsrc.state != ('CHECK', 'FAILED'):
@@ -965,26 +1154,118 @@ class Checker(object):
                 if not marks or marks[-1].source != 'recovery':
                     continue
                 policy = w.policy_of_stack(stack.id)
-                row = policy and by_server.get(policy.id, {}).get(
+                if policy is None:
+                    continue
+                row = by_server.get(policy.id, {}).get(
                     getattr(marks[-1], 'server_id', None) or
                     rsrc.physical_id)
-                if row is not None and row.state == 'HEALTHY':
-                    owed.add(('mark', row.policy_id, stack.id, rsrc.name,
-                              rsrc.physical_id, row.id))
+                done = self._mark_over(policy.id, row)
+                if done:
+                    owed.add(('mark', policy.id, stack.id, rsrc.name,
+                              rsrc.physical_id, done))
+        owed |= self._stuck(now)
         for key in set(self._owed) - owed:
             del self._owed[key]
         found = []
         for key in owed:
             passes, since = self._owed.setdefault(
                 key, (self._passes.get(key[1], 0), now))
-            if (self._passes.get(key[1], 0) - passes >= BOUND_PASSES and
+            deleted = key[1] not in self.policies
+            if ((deleted or self._passes.get(key[1], 0) - passes >=
+                 BOUND_PASSES) and
                     now - since >= datetime.timedelta(
-                        seconds=BOUND_SECONDS)):
+                        seconds=DELETED_SECONDS if deleted
+                        else BOUND_SECONDS)):
                 values = key[2:5] + ((now - since).total_seconds(), key[5],
                                      BOUND_PASSES)
                 found.append(_OWED[key[0]] % {
                     str(i): v for i, v in enumerate(values)})
         return found
+
+    def _acting_mode(self, policy_id):
+        """Why the policy's recovery no longer owns what it did, or None."""
+        row = self.policies.get(policy_id)
+        if row is None:
+            return 'its policy deleted'
+        if ((row.spec or {}).get('recovery') or {}).get('mode') == \
+                'OBSERVE':
+            return 'its policy in OBSERVE'
+        return None
+
+    def _drain_over(self, policy_id, row):
+        """Why a member recovery drained is owed its weight, or None.
+
+        Its target ended (HEALTHY, GAVE_UP, reset by a user), left the
+        policy's targets, or the policy was deleted or set to OBSERVE.
+        """
+        why = self._acting_mode(policy_id)
+        if why:
+            return why
+        if row is None:
+            return 'no longer a target'
+        if row.state in ('HEALTHY', 'GAVE_UP', 'NO_DATA'):
+            return '%d %s' % (row.id, row.state)
+        return None
+
+    def _mark_over(self, policy_id, row):
+        """Why a resource recovery marked is owed its mark's end, or None.
+
+        Recovery intends to replace it only while its target fails and
+        has not been given up on, in a policy that heals.
+        """
+        why = self._acting_mode(policy_id)
+        if why:
+            return why
+        if row is None:
+            return 'no longer a target'
+        if row.state not in MAY_REPLACE:
+            return '%d %s' % (row.id, row.state)
+        return None
+
+    def _stuck(self, now):
+        """Targets in recovery past their policy's bound, as owed keys.
+
+        Counted from the attempt's start, from when the policy was last
+        allowed to act again and from the last fault, whichever is latest.
+        """
+        owed = set()
+        for row in self.rows.values():
+            if row.state not in IN_RECOVERY or \
+                    self._flags.get(row.policy_id) or \
+                    row.policy_id not in self.policies:
+                continue
+            started = _time((row.recovery or {}).get('started_at')) or \
+                row.since
+            start = max(filter(None, [started,
+                                      self._free_since.get(row.policy_id),
+                                      self._fault_at]))
+            bound = self._recovery_bound(row.policy_id)
+            if now - start > datetime.timedelta(seconds=bound):
+                owed.add(('stuck', row.policy_id, row.id, row.server_id,
+                          row.state, bound))
+        return owed
+
+    def _recovery_bound(self, policy_id):
+        """Seconds an attempt may take, by its policy's own deadlines.
+
+        Its drain (lb_status_timeout), its fencing (node_delete_timeout),
+        its stack updates and a member's move, the wait for its action
+        (the action's deadline, at least a stuck task's), and verification
+        (success_threshold checks within the evidence bound), with slack.
+        """
+        spec = self.policies[policy_id].spec or {}
+        parsed = policy_spec.PolicySpec.parse(spec)
+        stack_id = self.w._policy(policy_id).stack_id
+        drain = max([int(s.get('lb_status_timeout') or 60)
+                     for s in self.w.heat.lb_specs(stack_id)] or [0])
+        update = (recreate.MAX_UPDATES * heat_double.UPDATE_SECONDS +
+                  recreate.UNMOVED_SECONDS)
+        action = max(parsed.grace, attempts_mod.MIN_VERIFY_SECONDS,
+                     STUCK_MIN_SECONDS)
+        verify = (parsed.recovery.success_threshold * parsed.interval +
+                  truth_mod.evidence_seconds(spec))
+        return (drain + parsed.recovery.node_delete_timeout + update +
+                action + verify + RECOVERY_SLACK_SECONDS)
 
     def _row_at(self, address, policy_id, by_server):
         """The policy's row of the server at ``address`` (or replacing it).

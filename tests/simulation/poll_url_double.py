@@ -7,7 +7,9 @@ server as Nova has it (an application on a running guest answers, one on
 a stopped or broken guest does not; a guest in a task is not judged),
 unless the world made that policy's URL of that server stop answering
 (``silence``): a URL that never answers, as an attacker's template would
-name, while Nova says the server is ACTIVE and running.
+name, while Nova says the server is ACTIVE and running. A policy in
+``blind`` has a URL the engine may not fetch (outside its allowed
+networks): every check of it is UNKNOWN, never a verdict.
 """
 
 from heat_health.policy import observation as obs
@@ -24,6 +26,7 @@ class PollUrlDouble(object):
         self.silent = set()     # (policy id, server id) never answered
         # (policy id, server id) the engine's rules never let it fetch.
         self.refused = set()
+        self.blind = set()      # policy ids whose URLs are all refused
 
     def silence(self, policy_id, server_id, silent=True):
         if silent:
@@ -38,7 +41,8 @@ class PollUrlDouble(object):
     def check(self, policy_id, server_id):
         """The policy's own check of the server now: an Observation."""
         now = self._clock()
-        if (policy_id, server_id) in self.refused:
+        if (policy_id in self.blind or
+                (policy_id, server_id) in self.refused):
             return obs.Observation(
                 server_id, obs.UNKNOWN, obs.refused(
                     'address of %s is not in [heat_health] '

@@ -81,6 +81,7 @@ class Policy(object):
         self.spec = spec
         self.project_id = project_id
         self.watcher = watcher
+        self.deleted = False
 
 
 def _merged(overrides):
@@ -435,6 +436,66 @@ class World(object):
                         or 0)
         register(*args)
         self.note('%s enabled: %s' % (found.id, enabled))
+
+    def _register(self, found):
+        """The policy's spec as the engine's endpoint registers it."""
+        self.db.real['policy_create_or_update']({
+            'id': found.id, 'spec': copy.deepcopy(found.spec),
+            'enabled': found.spec['enabled']})
+
+    def set_mode(self, mode, policy=0):
+        """The template's recovery mode changed: HEAL or OBSERVE."""
+        found = self._policy(policy)
+        found.spec['recovery']['mode'] = mode
+        self._register(found)
+        self.note('%s mode: %s' % (found.id, mode))
+
+    def set_targets(self, names, policy=0):
+        """The template's ``targets`` changed: only these are watched."""
+        found = self._policy(policy)
+        found.spec['targets'] = list(names)
+        self._register(found)
+        self.note('%s targets: %s' % (found.id, ', '.join(names)))
+
+    def delete_policy(self, policy=0):
+        """The policy's resource deleted: its row goes, as the endpoint's."""
+        found = self._policy(policy)
+        self.db.real['policy_delete'](found.id)
+        found.deleted = True
+        self.note('%s deleted' % found.id)
+
+    def create_policy_again(self, policy=0):
+        """The deleted policy's resource created again, as registered."""
+        found = self._policy(policy)
+        self.db.real['policy_create_or_update']({
+            'id': found.id, 'stack_id': found.stack_id,
+            'resource_name': 'health', 'project_id': found.project_id,
+            'user_id': 'user-1', 'spec': copy.deepcopy(found.spec),
+            'enabled': found.spec['enabled']})
+        found.deleted = False
+        self.note('%s created again' % found.id)
+
+    def user_nova(self, call, index, policy=0):
+        """The server's own user asks Nova for ``call`` (stop, start...)."""
+        server_id = self.server_id(index, policy)
+        getattr(self.nova.client('user').servers, call)(server_id)
+        self.note('the user of %s asks Nova to %s it' % (server_id, call))
+
+    def reset_mark(self, index, policy=0, reason='marked healthy'):
+        """A user's ``mark_unhealthy: false``, its first write.
+
+        The endpoint clears CHECK_FAILED under Heat's lock; the rows are
+        reset by a second write (``reset_rows``), outside it.
+        """
+        stack_id, name = self.places(policy)[index]
+        self.heat.set_check_failed(stack_id, name, False, reason=reason)
+        self.note('user clears the mark of %s/%s' % (stack_id, name))
+        return stack_id, name
+
+    def reset_rows(self, place, reason='marked healthy'):
+        """The second write of a user's reset: the place's rows."""
+        self.db.real['target_reset'](place[0], place[1], reason)
+        self.note('rows of %s/%s reset' % place)
 
     def mark_healthy(self, index, policy=0, reason='marked healthy'):
         """A user's ``mark_unhealthy: false`` on the index-th place."""
