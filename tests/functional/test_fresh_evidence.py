@@ -189,3 +189,27 @@ def test_a_poll_url_the_engine_may_not_fetch_has_no_vote(demo, admin,
 def test_a_poll_url_the_engine_may_not_fetch_has_no_vote_on_real_nova(
         demo, admin, stacks, peer):
     _blind_url_has_no_vote(demo, admin, stacks, 'evidence-blind-real')
+
+
+@pytest.mark.fakecloud
+def test_a_recreated_servers_console_and_fault_stay_with_the_incident(
+        demo, admin, stacks, peer):
+    stack, targets = h.heal_stack(stacks, demo, 'evidence-crash', count=2,
+                                  recovery=h.RECREATE_ONLY)
+    path = 'workers/0'
+    victim = targets[path]['server_id']
+    faults.break_server(admin, victim, 'error')
+    h.wait_replaced(demo, stack, path, victim, 2)
+    kept = [e for e in h.events(demo, stack)
+            if e['server_id'] == victim and e['new_state'] == 'EVIDENCE']
+    assert kept, h.events(demo, stack)
+    assert 'before RECREATE' in kept[0]['reason'], kept[0]
+    shown = demo.json('stack', 'health', 'event', 'show', stack['id'],
+                      str(kept[0]['id']))
+    detail = shown['detail']
+    # What the server left, read before it was replaced.
+    assert 'fakecloud fault: crash_to_error' in detail['console'], detail
+    assert 'crash_to_error' in detail['fault']['message'], detail
+    assert detail['fault']['code'] == 500, detail
+    assert [a['action'] for a in detail['instance_actions']][-1] == (
+        'create'), detail
