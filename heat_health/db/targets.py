@@ -16,7 +16,7 @@ from heat_health.db import models
 from heat_health.db import session as db_session
 
 
-def leftovers(recovery, marked=True):
+def leftovers(recovery):
     """What a finished recovery still has to undo, or None.
 
     Members it drained and did not restore yet (``drained``, of the
@@ -29,7 +29,7 @@ def leftovers(recovery, marked=True):
         left['drained'] = recovery['drained']
         if recovery.get('drained_of'):
             left['drained_of'] = recovery['drained_of']
-    if marked and recovery.get('marked_failed'):
+    if recovery.get('marked_failed'):
         left['marked_failed'] = recovery['marked_failed']
     return left or None
 
@@ -82,12 +82,12 @@ def target_reset(stack_id, resource_name, reason):
             row.state = 'NO_DATA'
             row.state_reason = reason[:255]
             row.state_since = now
-            # Drained members still get their weight back; the user's
-            # reset cleared the resource's CHECK_FAILED itself, not that
-            # of the group member a RECREATE marked (replace: MEMBER),
-            # which is cleared once the server is seen healthy.
-            row.recovery = leftovers(row.recovery, marked=bool(
-                (row.recovery or {}).get('member')))
+            # Drained members still get their weight back, and what
+            # recovery recorded it marks stays to be cleared once the
+            # server is seen healthy: its mark may land after the user's
+            # clear (Heat's lock is not held across both), and a group
+            # member it marked (replace: MEMBER) is not the user's.
+            row.recovery = leftovers(row.recovery)
             row.attempts = 0
             row.first_attempt_at = None
             row.next_attempt_at = None

@@ -8,7 +8,8 @@ of its queued steps (any of them: interleavings), the clock moving a
 little or a lot, and now and then a fault (a failed or committed-then-lost
 write, a handover, kill -9 now or at a call, Nova/Octavia/Heat errors and
 timeouts, an update that times out but happens, a user's update, suspend,
-pause, disable, mark healthy or unhealthy, servers breaking, healing,
+pause, disable, mark healthy (its two writes at once or with steps
+between) or unhealthy, servers breaking, healing,
 breaking again once healed, locked, a poll's verdict held back and
 delivered late, after newer ones; a compute host whose nova-compute stops
 reporting, its guests running on or lost, and comes back 5-40 virtual
@@ -275,6 +276,8 @@ class Explorer(object):
         self.trace = collections.deque(maxlen=TRACE_STEPS)
         self.held = []          # verdicts on their way, delivered late
         self.returns = {}       # host -> (virtual seconds, how it returns)
+        # Users' resets whose clear is done, their reset of our rows not.
+        self.resets = []
         self.world = None
         self.checker = None
         try:
@@ -378,6 +381,8 @@ class Explorer(object):
             choices = choices[:4]
         if self.held:
             choices.append((1, 'late_verdict'))
+        if self.resets:
+            choices.append((2, 'user_resets'))
         if any(e.executor.queue for e in live):
             choices.append((30, 'run'))
         if dead:
@@ -724,10 +729,24 @@ class Explorer(object):
     def _mark_healthy(self, policy):
         index = self._index(policy)
         place = self.world.places(policy)[index]
+        if self.rnd.random() < 0.5:
+            # Heat's half now, ours after other steps (``_user_resets``).
+            self.world.user_clears_mark(index, policy)
+            self.resets.append((index, policy))
+            return 'user clears the mark of %s, resets later' % (
+                '/'.join(place))
         ids = [r.id for r in self.checker.rows.values() if r.place == place]
         self.world.mark_healthy(index, policy)
         self.checker.foreign_write(ids)
         return 'user marks %s healthy' % '/'.join(place)
+
+    def _user_resets(self, policy):
+        index, policy = self.resets.pop(0)
+        place = self.world.places(policy)[index]
+        ids = [r.id for r in self.checker.rows.values() if r.place == place]
+        self.world.user_resets_target(index, policy)
+        self.checker.foreign_write(ids)
+        return 'user resets the health of %s' % '/'.join(place)
 
     def _mark_unhealthy(self, policy):
         index = self._index(policy)

@@ -661,8 +661,8 @@ class HeatDouble(object):
     def clear_mark(self, stack_id, resource_name, server_id, reason):
         """As HeatReplacer.clear_mark: back from CHECK_FAILED, once.
 
-        The server's resource, and its group member when recovery's mark
-        is the latest of it.
+        The server's resource unless a user's mark is the latest of it,
+        and its group member when recovery's mark is the latest of it.
         """
         self._enter('clear_mark', stack_id)
         if stack_id not in self.stacks:
@@ -681,7 +681,13 @@ class HeatDouble(object):
                      (group.id, held.name, held.physical_id)]
             if marks and marks[-1].source == 'recovery':
                 cleared.append((group, held))
-        cleared = [(stack, rsrc)] + cleared
+        marks = [m for m in self.marks
+                 if (m.stack_id, m.resource_name, m.physical_id) ==
+                 (stack.id, rsrc.name, rsrc.physical_id)]
+        if not marks or marks[-1].source == 'recovery' or \
+                marks[-1].source.endswith(':reset'):
+            # A user's own CHECK_FAILED since recovery's stays.
+            cleared = [(stack, rsrc)] + cleared
         cleared = [(s, r) for s, r in cleared
                    if (r.action, r.status) == ('CHECK', 'FAILED')]
         for found, _rsrc in cleared:

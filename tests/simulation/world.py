@@ -438,10 +438,24 @@ class World(object):
 
     def mark_healthy(self, index, policy=0, reason='marked healthy'):
         """A user's ``mark_unhealthy: false`` on the index-th place."""
+        self.user_clears_mark(index, policy, reason)
+        self.user_resets_target(index, policy, reason)
+
+    def user_clears_mark(self, index, policy=0, reason='marked healthy'):
+        """Heat's half of a user's ``mark_unhealthy: false``.
+
+        The engine clears CHECK_FAILED under Heat's lock, then resets the
+        target (``user_resets_target``): other steps may come between.
+        """
         stack_id, name = self.places(policy)[index]
         self.heat.set_check_failed(stack_id, name, False, reason=reason)
+        self.note('user clears the mark of %s/%s' % (stack_id, name))
+
+    def user_resets_target(self, index, policy=0, reason='marked healthy'):
+        """heat-health's half of a user's ``mark_unhealthy: false``."""
+        stack_id, name = self.places(policy)[index]
         self.db.real['target_reset'](stack_id, name, reason)
-        self.note('user marks %s/%s healthy' % (stack_id, name))
+        self.note('user resets the health of %s/%s' % (stack_id, name))
 
     def mark_unhealthy(self, index, policy=0, reason='marked unhealthy'):
         """A user's ``mark_unhealthy: true``: CHECK_FAILED in Heat."""
