@@ -343,13 +343,15 @@ def _replaced_by_recovery(row, found, now):
 @oslo_db_api.wrap_db_retry(max_retries=3, retry_on_deadlock=True,
                            exception_checker=lambda e: isinstance(
                                e, db_exc.DBDuplicateEntry))
-def target_sync(policy_id, places, grace_seconds, graced=()):
+def target_sync(policy_id, places, grace_seconds, graced=(), keep=()):
     """Make the policy's target rows match the places found in Heat.
 
     :param places: {(stack_id, resource_name): {server_id, path,
         addresses}} as found in Heat's database now.
     :param graced: places whose resource has just ended a stack action:
         their grace starts again.
+    :param keep: places gone whose rows stay for now: what recovery left
+        on them is not undone yet (``recovery.leftovers``).
     New places start NO_DATA within the grace; a place whose server was
     replaced keeps its row (and history) with the new server, NO_DATA;
     a place whose server came back in another stack at the same path (its
@@ -369,7 +371,7 @@ def target_sync(policy_id, places, grace_seconds, graced=()):
                         policy_id=policy_id)}
         added, removed = _follow_paths(
             existing, places, sorted(set(places) - set(existing)),
-            sorted(set(existing) - set(places)))
+            sorted(set(existing) - set(places) - set(keep)))
         if removed:
             session.query(models.Target).filter(models.Target.id.in_(
                 [existing[place].id for place in removed])).delete(

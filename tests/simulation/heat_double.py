@@ -144,6 +144,9 @@ class HeatDouble(object):
         self.update_own = True
         # No server at a member's place while it is replaced (legacy).
         self.member_gap = False
+        # root stack id -> the resources its policy names (``targets``)
+        # since they changed; all of the root's before.
+        self.watched = {}
         self._addresses = 0
         self._updates_started = 0
         self._members_made = 0
@@ -294,10 +297,17 @@ class HeatDouble(object):
         return self.stacks[root_id].action == 'SUSPEND'
 
     def resolution(self, root_id):
-        """What heat_health.policy.targets.Resolver would find now."""
+        """What heat_health.policy.targets.Resolver would find now.
+
+        Only under the root's resources its policy names (``watched``).
+        """
+        places = self.places(root_id)
+        named = self.watched.get(root_id)
+        if named is not None:
+            places = {place: found for place, found in places.items()
+                      if found['path'].split('/')[0] in named}
         return target_resolution.Resolution(
-            self.places(root_id), self.busy(root_id),
-            self.suspended(root_id), [], None)
+            places, self.busy(root_id), self.suspended(root_id), [], None)
 
     def lb_specs(self, root_id):
         """The decoded data of the stack's load balancers (the Drainer's)."""

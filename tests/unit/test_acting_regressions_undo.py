@@ -38,3 +38,40 @@ def test_a_users_reset_racing_recoverys_mark_leaves_no_check_failed(
     w.run(heat_double.UPDATE_SECONDS + 5)
     assert w.heat.replacements == []
     assert w.server_id(0) == server_id
+
+
+def _drained_while_starting(w):
+    """The first server fails: its member drained, START under way."""
+    acting._watching(w)
+    address = w.server(0).addresses[0]
+    acting._fails(w, 0)
+    acting._recovery_pass(w.engines[0])
+    assert acting._nova(w, 0) == [('start', None)]
+    assert w.weights()[address] == 0
+    return address
+
+
+def test_a_policy_deleted_while_a_member_is_drained_gives_its_weight_back(
+        make_world):
+    """The policy goes mid-recovery: the drained member serves again."""
+    w = make_world(servers=3)
+    address = _drained_while_starting(w)
+    w.delete_policy()
+    w.run(30)
+    assert w.weights() == dict.fromkeys(w.weights(), 1)
+    assert w.weights()[address] == 1
+
+
+def test_a_server_no_longer_a_target_while_drained_gets_its_weight_back(
+        make_world):
+    """The policy's targets change mid-recovery: the member serves again.
+
+    Its target row goes once the weight is back.
+    """
+    w = make_world(servers=3, nested=False)
+    address = _drained_while_starting(w)
+    w.set_targets(['server-1', 'server-2'])
+    w.run(30)
+    assert w.weights()[address] == 1
+    assert [t.resource_name for t in w.targets()] == ['server-1',
+                                                      'server-2']
