@@ -276,8 +276,11 @@ class Explorer(object):
         self.trace = collections.deque(maxlen=TRACE_STEPS)
         self.held = []          # verdicts on their way, delivered late
         self.returns = {}       # host -> (virtual seconds, how it returns)
-        # Users' resets whose clear is done, their reset of our rows not.
+        # Users' resets whose clear is done, their reset of our rows not;
+        # whether a reset is split drawn apart (each seed's other draws
+        # stay as they were).
         self.resets = []
+        self.split_rnd = random.Random(seed * 15485863 + 5)
         self.world = None
         self.checker = None
         try:
@@ -381,8 +384,6 @@ class Explorer(object):
             choices = choices[:4]
         if self.held:
             choices.append((1, 'late_verdict'))
-        if self.resets:
-            choices.append((2, 'user_resets'))
         if any(e.executor.queue for e in live):
             choices.append((30, 'run'))
         if dead:
@@ -419,6 +420,11 @@ class Explorer(object):
                                      else ' (crashed)')
         if step.fault:
             self.checker.fault()
+        if step.label in ('advance', 'advance_long') and self.resets:
+            # A user's reset split in two: its second write comes as time
+            # passes (the scheduler's draws stay as they were).
+            return '%s; %s' % (self._user_resets(),
+                               getattr(self, '_' + step.label)(step.op))
         try:
             return getattr(self, '_' + step.label)(step.op)
         except Exception as e:
@@ -729,8 +735,8 @@ class Explorer(object):
     def _mark_healthy(self, policy):
         index = self._index(policy)
         place = self.world.places(policy)[index]
-        if self.rnd.random() < 0.5:
-            # Heat's half now, ours after other steps (``_user_resets``).
+        if self.split_rnd.random() < 0.5:
+            # Heat's half now, ours at the next advance of the clock.
             self.world.user_clears_mark(index, policy)
             self.resets.append((index, policy))
             return 'user clears the mark of %s, resets later' % (
@@ -740,7 +746,8 @@ class Explorer(object):
         self.checker.foreign_write(ids)
         return 'user marks %s healthy' % '/'.join(place)
 
-    def _user_resets(self, policy):
+    def _user_resets(self):
+        self.checker.fault()
         index, policy = self.resets.pop(0)
         place = self.world.places(policy)[index]
         ids = [r.id for r in self.checker.rows.values() if r.place == place]
