@@ -75,3 +75,26 @@ def test_a_server_no_longer_a_target_while_drained_gets_its_weight_back(
     assert w.weights()[address] == 1
     assert [t.resource_name for t in w.targets()] == ['server-1',
                                                       'server-2']
+
+
+def test_a_given_up_server_is_not_replaced_by_a_siblings_recreate(
+        make_world):
+    """Given up; then a sibling's host is forced down: RECREATE of it.
+
+    The stack update that replaces the sibling leaves the given-up
+    server alone: nothing more is done to it until it is healthy again.
+    """
+    w = make_world(servers=3, pool=False, policy={'recovery': dict(
+        acting.NO_JITTER, max_attempts=1,
+        actions=[{'name': 'START'}, {'name': 'RECREATE'}])})
+    acting._watching(w)
+    given_up = w.server_id(0)
+    acting._given_up(w, 0)
+    sibling = [i for i in (1, 2) if w.host_of(i) != w.host_of(0)][0]
+    old = w.server_id(sibling)
+    w.host_forced_down(w.host_of(sibling))
+    w.run_until(lambda: w.server_id(sibling) != old, seconds=180)
+    w.run(heat_double.UPDATE_SECONDS + 5)
+    assert [r.old for r in w.heat.replacements] == [old]
+    assert w.server_id(0) == given_up
+    assert w.state(0) == 'GAVE_UP'

@@ -538,24 +538,20 @@ class AttemptStages(object):
             self.wake()
 
     def _give_up(self, policy, target, step):
+        """GAVE_UP, said in the stack's events; the resource is not marked.
+
+        A CHECK_FAILED would have any stack update, the policy's own for
+        a sibling's RECREATE too, replace the server unfenced and
+        undrained: replacing it is its user's to ask for.
+        """
         if self._switched_off(policy):
             return
-        reason = '%s: %s' % (step.reason, target.reason or 'unhealthy')
-        recovery = dict(target.recovery or {})
-        recovery['marked_failed'] = target.server_id
-        if not self.tracker.store_step(target, states.UNHEALTHY,
-                                       states.GAVE_UP, reason,
-                                       {'recovery': recovery}):
-            return
-        try:
-            self.replacer.mark_failed(
-                target.stack_id, target.resource_name,
-                'heat-health %s; no further action until the server is '
-                'healthy again or marked healthy' % step.reason,
-                server_id=target.server_id)
-        except Exception as e:
-            LOG.warning('Could not mark %(p)s CHECK_FAILED after giving '
-                        'up: %(e)s', {'p': target.path, 'e': e})
+        reason = ('%s: %s; nothing more is done until the server is healthy '
+                  'again or marked healthy' % (
+                      step.reason, target.reason or 'unhealthy'))
+        if self.tracker.store_step(target, states.UNHEALTHY, states.GAVE_UP,
+                                   reason, {}):
+            self.timeline.heat_event(target, 'FAILED', reason)
 
     def _reset(self, policy, target, step):
         self.tracker.store_columns(target, {
@@ -604,10 +600,12 @@ class AttemptStages(object):
         self.timeline.lb_event(policy, target, 'RESTORED', reason)
 
     def _unmark(self, policy, target, step):
-        """Clear the CHECK_FAILED of a server that is healthy again."""
+        """Clear the CHECK_FAILED of a server healthy again, or given up."""
         recovery = dict(target.recovery or {})
         server_id = recovery.pop('marked_failed')
-        reason = 'heat-health: server %s is healthy again' % server_id
+        reason = 'heat-health: server %s is %s' % (
+            server_id, 'given up on' if target.state == states.GAVE_UP
+            else 'healthy again')
         cleared = self.replacer.clear_mark(target.stack_id,
                                            target.resource_name, server_id,
                                            reason)
