@@ -34,12 +34,33 @@ def leftovers(recovery):
     return left or None
 
 
-def drained_members(pool_ids):
-    """{pool id: {address}} of members a recovery drained and holds so.
+# What a recovery does with a member it drained: holds it at weight 0,
+# is giving its weight back, or gave it back.
+HELD, RESTORING, RESTORED = 'held', 'restoring', 'restored'
+_DRAIN_ORDER = (HELD, RESTORING, RESTORED)
 
-    Those drained (recorded before the weight changed) and neither given
-    back nor being given back: whoever sends a pool's full member list
-    sends them at weight 0, whatever weight it read.
+
+def _drain_state(row):
+    """(HELD, RESTORING or RESTORED) of a row's drain, or None.
+
+    A drain given back counts only while the row holds the server
+    drained: a replaced server's member gets no weight back.
+    """
+    recovery = row.recovery or {}
+    if not (recovery.get('restored') or recovery.get('restoring')):
+        return HELD
+    if recovery.get('drained_of', row.server_id) != row.server_id:
+        return None
+    return RESTORED if recovery.get('restored') else RESTORING
+
+
+def drain_states(pool_ids):
+    """{pool id: {address: (state, weight it had)}} of recovery's drains.
+
+    Members recovery drained, as their rows say now (``_drain_state``):
+    whoever sends a pool's full member list sends them at the weight
+    this says, not at what it read (``lb_follow``). Of an address two
+    rows drained, the one held wins.
     """
     wanted = set(pool_ids)
     found = {}
@@ -47,14 +68,19 @@ def drained_members(pool_ids):
         return found
     T = models.Target
     with db_session.facade.reader.using(db_session.Session()) as session:
-        rows = session.query(T.recovery).filter(T.recovery.isnot(None))
-        for (recovery,) in rows:
-            recovery = recovery or {}
-            if recovery.get('restored') or recovery.get('restoring'):
-                continue
-            for pool_id, member in (recovery.get('drained') or {}).items():
-                if pool_id in wanted and member:
-                    found.setdefault(pool_id, set()).add(member[0])
+        rows = session.query(T.server_id, T.recovery).filter(
+            T.recovery.isnot(None))
+        for row in rows:
+            drained = (row.recovery or {}).get('drained') or {}
+            state = _drain_state(row) if drained else None
+            for pool_id, member in drained.items():
+                if state is None or pool_id not in wanted or not member:
+                    continue
+                members = found.setdefault(pool_id, {})
+                known = members.get(member[0])
+                if known is None or _DRAIN_ORDER.index(state) < \
+                        _DRAIN_ORDER.index(known[0]):
+                    members[member[0]] = (state, member[1])
     return found
 
 
