@@ -98,3 +98,23 @@ def test_a_given_up_server_is_not_replaced_by_a_siblings_recreate(
     assert [r.old for r in w.heat.replacements] == [old]
     assert w.server_id(0) == given_up
     assert w.state(0) == 'GAVE_UP'
+
+
+def test_each_incident_has_a_webhook_delivery_of_its_own(make_world):
+    """Healed by a webhook, healthy long enough, failed again: new id.
+
+    Its attempts start again at 1: a receiver that drops deliveries it
+    has seen would drop the second incident.
+    """
+    w = make_world(servers=3, pool=False, policy={'recovery': dict(
+        acting.NO_JITTER, healthy_reset=60, actions=[
+            {'type': 'WEBHOOK', 'url': 'http://hooks.example/heal'}])})
+    acting._watching(w)
+    for _incident in range(2):
+        w.break_server(0, 'SHUTOFF')
+        w.run_until(lambda: w.state(0) != 'HEALTHY')
+        w.run_until(lambda: w.state(0) == 'HEALTHY' and
+                    acting._row(w, 0).attempts == 0, seconds=180)
+    deliveries = [p.delivery for p in w.hooks.posted]
+    assert len(deliveries) == 2 and None not in deliveries
+    assert deliveries[0] != deliveries[1]
