@@ -8,6 +8,8 @@ the stack's owner would notice.
 from tests.simulation import heat_double
 from tests.unit import test_acting_regressions as acting
 
+# Deadlines a verification waits for a silent host (HOST_WAIT_DEADLINES).
+HOST_WAIT_DEADLINES = 10
 RECREATE_ONLY = {'recovery': dict(acting.NO_JITTER,
                                   actions=[{'name': 'RECREATE'}])}
 
@@ -118,3 +120,50 @@ def test_each_incident_has_a_webhook_delivery_of_its_own(make_world):
     deliveries = [p.delivery for p in w.hooks.posted]
     assert len(deliveries) == 2 and None not in deliveries
     assert deliveries[0] != deliveries[1]
+
+
+def test_a_reboot_whose_host_comes_back_is_verified_afresh(make_world):
+    """The host of a rebooting server stops, then reports again.
+
+    Nova's restart handling finished the reboot before the host reported;
+    the recovery loop's pass comes before the detectors' next look. The
+    deadline that passed while the host was silent does not escalate a
+    server nobody has seen since: its verification starts afresh, and
+    it is HEALTHY with no next rung.
+    """
+    w, host = acting._hard_rebooting(make_world)
+    w.nova.break_server(w.server_id(0), 'STUCK', task='rebooting_hard')
+    w.advance(1)
+    w.host_stops(host)
+    w.run(2 * acting.VERIFY)
+    w.advance(acting.VERIFY)
+    w.host_back(host)
+    acting._recovery_pass(w.engines[0])
+    w.run_until(lambda: w.state(0) == 'HEALTHY')
+    assert not [r for r in acting._timeline(w, 'UNHEALTHY')
+                if r.startswith('escalated')], acting._timeline(
+                    w, 'UNHEALTHY')
+    assert acting._nova(w) == [('reboot', 'HARD')]
+
+
+def test_a_verification_waits_for_a_silent_host_within_a_bound(make_world):
+    """The host never reports again: the attempt ends, said once.
+
+    The wait is said in the timeline once, not at every deadline; after
+    HOST_WAIT_DEADLINES deadlines the attempt ends with its reason, and
+    nothing more is sent while the host stays silent.
+    """
+    w, host = acting._hard_rebooting(make_world)
+    w.advance(1)
+    w.host_stops(host)
+    w.run((HOST_WAIT_DEADLINES + 2) * acting.VERIFY)
+    waits = [r for r in acting._timeline(w, 'VERIFYING')
+             if r.startswith('verification waits')]
+    assert len(waits) == 1, waits
+    ended = [r for r in acting._timeline(w, 'UNHEALTHY')
+             if 'did not report within' in r]
+    assert ended and ended[0].startswith(
+        'recovery failed: nova-compute on host %s did not report within '
+        '%ss' % (host, HOST_WAIT_DEADLINES * acting.VERIFY)), ended
+    assert acting._row(w, 0).state == 'UNHEALTHY'
+    assert acting._nova(w) == [('reboot', 'HARD')]
