@@ -40,7 +40,8 @@ policy_set_error = policies.policy_set_error
 policy_set_paused = policies.policy_set_paused
 
 leftovers = targets.leftovers
-drained_members = targets.drained_members
+drain_states = targets.drain_states
+HELD, RESTORING, RESTORED = targets.HELD, targets.RESTORING, targets.RESTORED
 owner_index = targets.owner_index
 policy_servers = targets.policy_servers
 target_reset = targets.target_reset

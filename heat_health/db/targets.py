@@ -16,7 +16,7 @@ from heat_health.db import models
 from heat_health.db import session as db_session
 
 
-def leftovers(recovery, marked=True):
+def leftovers(recovery):
     """What a finished recovery still has to undo, or None.
 
     Members it drained and did not restore yet (``drained``, of the
@@ -29,17 +29,38 @@ def leftovers(recovery, marked=True):
         left['drained'] = recovery['drained']
         if recovery.get('drained_of'):
             left['drained_of'] = recovery['drained_of']
-    if marked and recovery.get('marked_failed'):
+    if recovery.get('marked_failed'):
         left['marked_failed'] = recovery['marked_failed']
     return left or None
 
 
-def drained_members(pool_ids):
-    """{pool id: {address}} of members a recovery drained and holds so.
+# What a recovery does with a member it drained: holds it at weight 0,
+# is giving its weight back, or gave it back.
+HELD, RESTORING, RESTORED = 'held', 'restoring', 'restored'
+_DRAIN_ORDER = (HELD, RESTORING, RESTORED)
 
-    Those drained (recorded before the weight changed) and neither given
-    back nor being given back: whoever sends a pool's full member list
-    sends them at weight 0, whatever weight it read.
+
+def _drain_state(row):
+    """(HELD, RESTORING or RESTORED) of a row's drain, or None.
+
+    A drain given back counts only while the row holds the server
+    drained: a replaced server's member gets no weight back.
+    """
+    recovery = row.recovery or {}
+    if not (recovery.get('restored') or recovery.get('restoring')):
+        return HELD
+    if recovery.get('drained_of', row.server_id) != row.server_id:
+        return None
+    return RESTORED if recovery.get('restored') else RESTORING
+
+
+def drain_states(pool_ids):
+    """{pool id: {address: (state, weight it had)}} of recovery's drains.
+
+    Members recovery drained, as their rows say now (``_drain_state``):
+    whoever sends a pool's full member list sends them at the weight
+    this says, not at what it read (``lb_follow``). Of an address two
+    rows drained, the one held wins.
     """
     wanted = set(pool_ids)
     found = {}
@@ -47,14 +68,19 @@ def drained_members(pool_ids):
         return found
     T = models.Target
     with db_session.facade.reader.using(db_session.Session()) as session:
-        rows = session.query(T.recovery).filter(T.recovery.isnot(None))
-        for (recovery,) in rows:
-            recovery = recovery or {}
-            if recovery.get('restored') or recovery.get('restoring'):
-                continue
-            for pool_id, member in (recovery.get('drained') or {}).items():
-                if pool_id in wanted and member:
-                    found.setdefault(pool_id, set()).add(member[0])
+        rows = session.query(T.server_id, T.recovery).filter(
+            T.recovery.isnot(None))
+        for row in rows:
+            drained = (row.recovery or {}).get('drained') or {}
+            state = _drain_state(row) if drained else None
+            for pool_id, member in drained.items():
+                if state is None or pool_id not in wanted or not member:
+                    continue
+                members = found.setdefault(pool_id, {})
+                known = members.get(member[0])
+                if known is None or _DRAIN_ORDER.index(state) < \
+                        _DRAIN_ORDER.index(known[0]):
+                    members[member[0]] = (state, member[1])
     return found
 
 
@@ -82,12 +108,12 @@ def target_reset(stack_id, resource_name, reason):
             row.state = 'NO_DATA'
             row.state_reason = reason[:255]
             row.state_since = now
-            # Drained members still get their weight back; the user's
-            # reset cleared the resource's CHECK_FAILED itself, not that
-            # of the group member a RECREATE marked (replace: MEMBER),
-            # which is cleared once the server is seen healthy.
-            row.recovery = leftovers(row.recovery, marked=bool(
-                (row.recovery or {}).get('member')))
+            # Drained members still get their weight back, and what
+            # recovery recorded it marks stays to be cleared once the
+            # server is seen healthy: its mark may land after the user's
+            # clear (Heat's lock is not held across both), and a group
+            # member it marked (replace: MEMBER) is not the user's.
+            row.recovery = leftovers(row.recovery)
             row.attempts = 0
             row.first_attempt_at = None
             row.next_attempt_at = None
@@ -343,13 +369,15 @@ def _replaced_by_recovery(row, found, now):
 @oslo_db_api.wrap_db_retry(max_retries=3, retry_on_deadlock=True,
                            exception_checker=lambda e: isinstance(
                                e, db_exc.DBDuplicateEntry))
-def target_sync(policy_id, places, grace_seconds, graced=()):
+def target_sync(policy_id, places, grace_seconds, graced=(), keep=()):
     """Make the policy's target rows match the places found in Heat.
 
     :param places: {(stack_id, resource_name): {server_id, path,
         addresses}} as found in Heat's database now.
     :param graced: places whose resource has just ended a stack action:
         their grace starts again.
+    :param keep: places gone whose rows stay for now: what recovery left
+        on them is not undone yet (``recovery.leftovers``).
     New places start NO_DATA within the grace; a place whose server was
     replaced keeps its row (and history) with the new server, NO_DATA;
     a place whose server came back in another stack at the same path (its
@@ -369,7 +397,7 @@ def target_sync(policy_id, places, grace_seconds, graced=()):
                         policy_id=policy_id)}
         added, removed = _follow_paths(
             existing, places, sorted(set(places) - set(existing)),
-            sorted(set(existing) - set(places)))
+            sorted(set(existing) - set(places) - set(keep)))
         if removed:
             session.query(models.Target).filter(models.Target.id.in_(
                 [existing[place].id for place in removed])).delete(

@@ -11,6 +11,7 @@ from oslo_utils import timeutils
 
 from heat_health.common import config  # noqa: F401  (registers options)
 from heat_health.db import api as db_api
+from heat_health.engine import leftovers
 from heat_health.engine import marking as marking_mod
 from heat_health.engine.ownership import registry as registry_module
 from heat_health.engine import pausing
@@ -213,11 +214,16 @@ class HealthEndpoint(object):
         return found
 
     def unregister_policy(self, ctxt, policy_id):
-        """Forget a policy and delete its rows; True if it was registered."""
-        if _policy_of(ctxt, policy_id) is None:
+        """Forget a policy and delete its rows; True if it was registered.
+
+        What its recoveries left (members drained, marks) is undone first:
+        the rows hold the only record of it.
+        """
+        policy = _policy_of(ctxt, policy_id)
+        if policy is None:
             return False
         self.registry.forget(policy_id)
-        existed = policy_object.Policy.delete(policy_id)
+        existed = leftovers.delete_policy(self.registry.undoer, policy)
         LOG.info('Unregistered policy %s', policy_id)
         return existed
 

@@ -14,6 +14,7 @@ from oslo_service import service
 from heat_health.common import nova_adapter
 from heat_health.engine import endpoint
 from heat_health.engine import heat_locks
+from heat_health.engine import leftovers
 from heat_health.engine.monitor import monitor
 from heat_health.engine.monitor import routing
 from heat_health.engine.ownership import partition
@@ -48,20 +49,21 @@ class HealthEngineService(service.Service):
         # Which policies this engine should own, among the live engines.
         self._partition = partition.Partition(self.engine_id)
         self._partition.start()
+        replacer = heat_replace.HeatReplacer(self.engine_id)
+        drainer = lb_drain.Drainer(replacer.octavia_client)
         # The policies this engine owns (registration, leases, targets).
-        self.registry = registry.Registry(self.engine_id,
-                                          partition=self._partition)
+        self.registry = registry.Registry(
+            self.engine_id, partition=self._partition,
+            undoer=leftovers.Undoer(drainer, replacer))
         # The monitor (detectors, tracker, loop): one per engine. Its
         # loop claims and renews the leases.
         self._monitor = monitor.Monitor(self.engine_id, self.host,
                                         registry=self.registry,
                                         forwarder=routing.Forwarder())
         # Recovery acts on what the monitor stored.
-        replacer = heat_replace.HeatReplacer(self.engine_id)
         self._recovery = recovery_loop.RecoveryLoop(
             self.engine_id, self._monitor.tracker, replacer,
-            blind=self._monitor.blind,
-            drainer=lb_drain.Drainer(replacer.octavia_client),
+            blind=self._monitor.blind, drainer=drainer,
             background_events=True, place=self._monitor.hosts.place)
         self._monitor.tracker.on_failure = self._recovery.wake
         # Pools follow their groups between stack updates.

@@ -63,6 +63,7 @@ class Target(base.VersionedObject, base.VersionedObjectDictCompat):
         return db_api.target_details_update(details)
 
     @classmethod
-    def sync(cls, policy_id, places, grace_seconds, graced=()):
+    def sync(cls, policy_id, places, grace_seconds, graced=(), keep=()):
         """Rows follow the places in Heat: (added, removed, replaced)."""
-        return db_api.target_sync(policy_id, places, grace_seconds, graced)
+        return db_api.target_sync(policy_id, places, grace_seconds, graced,
+                                  keep)

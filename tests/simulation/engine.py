@@ -27,6 +27,10 @@ try:
     from heat_health.engine.monitor import compute_hosts
 except ImportError:     # an acting core from before compute hosts
     compute_hosts = None
+try:
+    from heat_health.engine import leftovers
+except ImportError:     # an acting core that drops rows with leftovers
+    leftovers = None
 from heat_health.engine.monitor import monitor as monitor_mod
 from heat_health.engine.monitor import nova_status
 from heat_health.engine.monitor import tracker as tracker_mod
@@ -144,6 +148,9 @@ class Engine(object):
             place['place'] = self.hosts.place
         if _takes(loop_mod.RecoveryLoop, 'webhooks'):
             place['webhooks'] = world.hooks
+        # What the service gives the registry and the RPC endpoint.
+        self.undoer = (leftovers.Undoer(self.drainer, world.heat)
+                       if leftovers is not None else None)
         self.loop = loop_mod.RecoveryLoop(
             self.id, self.tracker, world.heat, blind=self._blind,
             drainer=self.drainer, conf=conf, clock=world.clock.now,
@@ -154,6 +161,7 @@ class Engine(object):
         self._generations = {}   # id -> generation
         self._targets = {}       # policy id -> [Target]
         self._resolutions = {}   # policy id -> Resolution
+        self._kept = {}          # policy id -> places kept (leftovers)
         # Seeded where the acting core draws its safety re-reads at
         # random: a run is the same every time.
         # Its safety re-read of target rows comes every 20 s or so, so
@@ -348,9 +356,9 @@ class Engine(object):
             previous = self._resolutions.get(policy.id)
             graced = (previous.busy - resolution.busy) if previous else ()
             if (previous is None or graced or
-                    previous.places != resolution.places):
-                target_object.Target.sync(policy.id, resolution.places,
-                                          policy.parsed.grace, graced)
+                    previous.places != resolution.places or
+                    self._kept.get(policy.id)):
+                self._sync(policy, resolution, graced)
                 read.add(policy.id)
                 synced.add(policy.id)
             self._resolutions[policy.id] = resolution
@@ -370,6 +378,16 @@ class Engine(object):
                 [p for p in policies if p.id in found or p.id in aged],
                 now, self._generations.get)
         return set(found)
+
+    def _sync(self, policy, resolution, graced):
+        """Registry._sync's store of the places, leftovers undone first."""
+        if leftovers is None:
+            target_object.Target.sync(policy.id, resolution.places,
+                                      policy.parsed.grace, graced)
+            return
+        _synced, self._kept[policy.id] = leftovers.sync(
+            self.undoer, policy.id, policy.stack_id, resolution.places,
+            policy.parsed.grace, graced)
 
     def _load_if_changed(self):
         """Monitor._load_if_changed: the tracker loads what changed."""

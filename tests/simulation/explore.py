@@ -8,7 +8,8 @@ of its queued steps (any of them: interleavings), the clock moving a
 little or a lot, and now and then a fault (a failed or committed-then-lost
 write, a handover, kill -9 now or at a call, Nova/Octavia/Heat errors and
 timeouts, an update that times out but happens, a user's update, suspend,
-pause, disable, mark healthy or unhealthy, servers breaking, healing,
+pause, disable, mark healthy (its two writes at once or with steps
+between) or unhealthy, servers breaking, healing,
 breaking again once healed, locked, a poll's verdict held back and
 delivered late, after newer ones; a compute host whose nova-compute stops
 reporting, its guests running on or lost, and comes back 5-40 virtual
@@ -307,6 +308,11 @@ class Explorer(object):
         self.trace = collections.deque(maxlen=TRACE_STEPS)
         self.held = []          # verdicts on their way, delivered late
         self.returns = {}       # host -> (virtual seconds, how it returns)
+        # Users' resets whose clear is done, their reset of our rows not;
+        # whether a reset is split drawn apart (each seed's other draws
+        # stay as they were).
+        self.resets = []
+        self.split_rnd = random.Random(seed * 15485863 + 5)
         self.world = None
         self.checker = None
         try:
@@ -470,6 +476,11 @@ class Explorer(object):
                                      else ' (crashed)')
         if step.fault:
             self.checker.fault()
+        if step.label in ('advance', 'advance_long') and self.resets:
+            # A user's reset split in two: its second write comes as time
+            # passes (the scheduler's draws stay as they were).
+            return '%s; %s' % (self._user_resets(),
+                               getattr(self, '_' + step.label)(step.op))
         try:
             return getattr(self, '_' + step.label)(step.op)
         except Exception as e:
@@ -878,10 +889,25 @@ class Explorer(object):
     def _mark_healthy(self, policy):
         index = self._index(policy)
         place = self.world.places(policy)[index]
+        if self.split_rnd.random() < 0.5:
+            # Heat's half now, ours at the next advance of the clock.
+            self.world.user_clears_mark(index, policy)
+            self.resets.append((index, policy))
+            return 'user clears the mark of %s, resets later' % (
+                '/'.join(place))
         ids = [r.id for r in self.checker.rows.values() if r.place == place]
         self.world.mark_healthy(index, policy)
         self.checker.foreign_write(ids)
         return 'user marks %s healthy' % '/'.join(place)
+
+    def _user_resets(self):
+        self.checker.fault()
+        index, policy = self.resets.pop(0)
+        place = self.world.places(policy)[index]
+        ids = [r.id for r in self.checker.rows.values() if r.place == place]
+        self.world.user_resets_target(index, policy)
+        self.checker.foreign_write(ids)
+        return 'user resets the health of %s' % '/'.join(place)
 
     def _mark_unhealthy(self, policy):
         index = self._index(policy)

@@ -146,6 +146,9 @@ class HeatDouble(object):
         self.update_own = True
         # No server at a member's place while it is replaced (legacy).
         self.member_gap = False
+        # root stack id -> the resources its policy names (``targets``)
+        # since they changed; all of the root's before.
+        self.watched = {}
         self._addresses = 0
         self._updates_started = 0
         self._members_made = 0
@@ -298,13 +301,16 @@ class HeatDouble(object):
     def resolution(self, root_id, targets=None):
         """What heat_health.policy.targets.Resolver would find now.
 
-        ``targets``: the policy's resource names; a place under any other
-        top resource is not watched.
+        Only under the root's resources its policy names: ``targets``
+        (the policy's resource names, as the engine passes them) or, when
+        not given, what the world set in ``watched``.
         """
         places = self.places(root_id)
-        if targets is not None:
-            places = {k: v for k, v in places.items()
-                      if v['path'].split('/')[0] in targets}
+        named = targets if targets is not None else self.watched.get(
+            root_id)
+        if named is not None:
+            places = {place: found for place, found in places.items()
+                      if found['path'].split('/')[0] in named}
         return target_resolution.Resolution(
             places, self.busy(root_id), self.suspended(root_id), [], None)
 
@@ -715,8 +721,8 @@ class HeatDouble(object):
     def clear_mark(self, stack_id, resource_name, server_id, reason):
         """As HeatReplacer.clear_mark: back from CHECK_FAILED, once.
 
-        The server's resource, and its group member when recovery's mark
-        is the latest of it.
+        The server's resource unless a user's mark is the latest of it,
+        and its group member when recovery's mark is the latest of it.
         """
         self._enter('clear_mark', stack_id)
         if stack_id not in self.stacks:
@@ -735,7 +741,13 @@ class HeatDouble(object):
                      (group.id, held.name, held.physical_id)]
             if marks and marks[-1].source == 'recovery':
                 cleared.append((group, held))
-        cleared = [(stack, rsrc)] + cleared
+        marks = [m for m in self.marks
+                 if (m.stack_id, m.resource_name, m.physical_id) ==
+                 (stack.id, rsrc.name, rsrc.physical_id)]
+        if not marks or marks[-1].source == 'recovery' or \
+                marks[-1].source.endswith(':reset'):
+            # A user's own CHECK_FAILED since recovery's stays.
+            cleared = [(stack, rsrc)] + cleared
         cleared = [(s, r) for s, r in cleared
                    if (r.action, r.status) == ('CHECK', 'FAILED')]
         for found, _rsrc in cleared:

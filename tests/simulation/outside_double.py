@@ -27,7 +27,8 @@ _SERVER = re.compile(r'of server (\S+) ')
 Started = collections.namedtuple('Started', [
     'at', 'stack_id', 'server_id', 'workflow', 'execution_id'])
 Posted = collections.namedtuple('Posted', [
-    'at', 'stack_id', 'server_id', 'url', 'status'])
+    'at', 'stack_id', 'server_id', 'url', 'status', 'delivery'],
+    defaults=(None,))
 
 
 class _Execution(object):
@@ -170,7 +171,7 @@ class WebhookDouble(object):
                 status = 503
         self.posted.append(Posted(self._clock.seconds(),
                                   payload['stack_id'], server_id, url,
-                                  status))
+                                  status, payload.get('delivery')))
         self.faults.check(faults_mod.AFTER, 'post', server_id)
         if status >= 300:
             raise outside_rungs.RungFailed('webhook %s answered HTTP %s' %

@@ -35,6 +35,11 @@ database API's transaction factory until ``close``.
 import copy
 import inspect
 
+try:
+    from heat_health.engine import leftovers
+except ImportError:     # an acting core that drops rows with leftovers
+    leftovers = None
+from heat_health.objects import policy as policy_object
 from heat_health.policy import observation as obs
 from tests.simulation import clock as clock_mod
 from tests.simulation import database
@@ -454,13 +459,21 @@ class World(object):
         """The template's ``targets`` changed: only these are watched."""
         found = self._policy(policy)
         found.spec['targets'] = list(names)
+        self.heat.watched[found.stack_id] = set(names)
         self._register(found)
         self.note('%s targets: %s' % (found.id, ', '.join(names)))
 
     def delete_policy(self, policy=0):
-        """The policy's resource deleted: its row goes, as the endpoint's."""
+        """The policy's resource deleted: the RPC endpoint's unregister.
+
+        Through the first engine's undoer, as any engine's endpoint.
+        """
         found = self._policy(policy)
-        self.db.real['policy_delete'](found.id)
+        if leftovers is None:
+            policy_object.Policy.delete(found.id)
+        else:
+            leftovers.delete_policy(self.engines[0].undoer,
+                                    policy_object.Policy.get(found.id))
         found.deleted = True
         self.note('%s deleted' % found.id)
 
@@ -499,10 +512,24 @@ class World(object):
 
     def mark_healthy(self, index, policy=0, reason='marked healthy'):
         """A user's ``mark_unhealthy: false`` on the index-th place."""
+        self.user_clears_mark(index, policy, reason)
+        self.user_resets_target(index, policy, reason)
+
+    def user_clears_mark(self, index, policy=0, reason='marked healthy'):
+        """Heat's half of a user's ``mark_unhealthy: false``.
+
+        The engine clears CHECK_FAILED under Heat's lock, then resets the
+        target (``user_resets_target``): other steps may come between.
+        """
         stack_id, name = self.places(policy)[index]
         self.heat.set_check_failed(stack_id, name, False, reason=reason)
+        self.note('user clears the mark of %s/%s' % (stack_id, name))
+
+    def user_resets_target(self, index, policy=0, reason='marked healthy'):
+        """heat-health's half of a user's ``mark_unhealthy: false``."""
+        stack_id, name = self.places(policy)[index]
         self.db.real['target_reset'](stack_id, name, reason)
-        self.note('user marks %s/%s healthy' % (stack_id, name))
+        self.note('user resets the health of %s/%s' % (stack_id, name))
 
     def mark_unhealthy(self, index, policy=0, reason='marked unhealthy'):
         """A user's ``mark_unhealthy: true``: CHECK_FAILED in Heat."""

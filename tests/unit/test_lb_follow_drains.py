@@ -12,6 +12,7 @@ from keystoneauth1 import token_endpoint
 from octaviaclient.api.v2 import octavia as octavia_api
 import requests
 
+from heat_health.common import lb_members
 from heat_health.db import api as db_api
 from heat_health.db import models
 from heat_health.db import session as db_session
@@ -51,7 +52,7 @@ class DrainedMembersTest(base.HeatHealthTestCase):
                 resource_name=name, path='group/' + name, state='RECOVERING',
                 recovery=recovery))
 
-    def test_only_members_held_drained_are_listed(self):
+    def test_members_drained_are_listed_with_what_recovery_does(self):
         pool = fake_octavia.POOL
         self._target('s1', {'drained': {pool: ['10.0.0.5', 5]}})
         self._target('s2', {'drained': {pool: ['10.0.0.6', 1]},
@@ -60,9 +61,53 @@ class DrainedMembersTest(base.HeatHealthTestCase):
                             'restored': True})
         self._target('s4', {'drained': {'other-pool': ['10.0.0.8', 1]}})
         self._target('s5', {'action': 'REBOOT'})
-        self.assertEqual({pool: {'10.0.0.5'}},
-                         db_api.drained_members([pool]))
-        self.assertEqual({}, db_api.drained_members([]))
+        # Replaced since its drain: its member gets no weight back.
+        self._target('s6', {'drained': {pool: ['10.0.0.9', 1]},
+                            'drained_of': 'old', 'restored': True})
+        self.assertEqual({pool: {'10.0.0.5': (db_api.HELD, 5),
+                                 '10.0.0.6': (db_api.RESTORING, 1),
+                                 '10.0.0.7': (db_api.RESTORED, 1)}},
+                         db_api.drain_states([pool]))
+        self.assertEqual({}, db_api.drain_states([]))
+
+    def _restore_after_listing(self, fake, name, address, weight):
+        """The restore of the member lands just after the follower lists."""
+        listed = lb_members.PoolMembers.list
+
+        def listing(pool):
+            found = listed(pool)
+            with db_session.facade.writer.using(
+                    db_session.Session()) as session:
+                row = session.query(models.Target).filter_by(
+                    server_id=name).one()
+                row.recovery = dict(row.recovery, restoring=True,
+                                    restored=True)
+            for member in fake.members:
+                if member['address'] == address:
+                    member['weight'] = weight
+            return found
+        return mock.patch.object(lb_members.PoolMembers, 'list', listing)
+
+    def test_the_follower_never_undoes_a_restore_after_its_listing(self):
+        fake = fake_octavia.FakeOctavia()
+        fake.members = [
+            dict(fake_octavia._member('10.0.0.5', weight=0), id='a',
+                 name='s1'),
+            dict(fake_octavia._member('10.0.0.6'), id='b', name='s2')]
+        self._target('s1', {'drained': {fake_octavia.POOL:
+                                        ['10.0.0.5', 5]}})
+        follower = lb_follow.MemberFollower(lambda stack_id: _api(fake),
+                                            list_servers=lambda ids: {})
+        wanted = {'s1': '10.0.0.5', 's2': '10.0.0.6', 's3': '10.0.0.7'}
+        lb = lb_follow.LoadBalancer(1, 'lb-uuid', 'stack', 'lb', DATA)
+        with mock.patch.object(follower, '_wanted',
+                               return_value=(wanted, {}, frozenset())), \
+                mock.patch.object(lb_members.PoolMembers, 'ready',
+                                  return_value=True), \
+                self._restore_after_listing(fake, 's1', '10.0.0.5', 5):
+            follower._follow(None, lb)
+        self.assertEqual({'10.0.0.5': 5, '10.0.0.6': 1, '10.0.0.7': 1},
+                         {m['address']: m['weight'] for m in fake.members})
 
     def test_the_follower_sends_a_drained_member_at_weight_zero(self):
         fake = fake_octavia.FakeOctavia()

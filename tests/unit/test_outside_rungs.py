@@ -369,7 +369,7 @@ class RungsTest(unittest.TestCase):
         sent = json.loads(body)
         self.assertEqual({'who': 'web-0'}, sent['params'])
         self.assertEqual('srv-1', sent['server']['id'])
-        self.assertEqual('7-1', sent['delivery'])
+        self.assertEqual('7-1-%s' % NOW.isoformat(), sent['delivery'])
         self.assertEqual(states.VERIFYING, target.state)
         self.assertIn('answered HTTP 202: verifying',
                       self.tracker.steps[-1][2])

@@ -28,6 +28,7 @@ from oslo_utils import importutils
 from oslo_utils import timeutils
 
 from heat_health.engine import heat_locks
+from heat_health.engine import marking
 from heat_health.engine.recovery import heat_replace
 from heat_health.engine.recovery import stack_owner
 from heat_health.objects import marking as marking_object
@@ -339,6 +340,19 @@ class TestMarkFailed(ReplacerTestCase):
         self.assertEqual([True, False], [
             m.mark_unhealthy for m in
             marking_object.Marking.get_all_by_stack(root.id)][::-1])
+
+    def test_a_users_own_mark_since_recoverys_is_not_cleared(self):
+        root = self._stack('top', SERVER)
+        server_id = self.replacer.mark_failed(root.id, 'server', 'gave up',
+                                              server_id=root['server']
+                                              .resource_id)
+        stack = heat_stack.Stack.load(self.ctx, stack_id=root.id)
+        marking.mark(self.ctx, 'engine-1', stack, stack['server'], True,
+                     'broken, says its user', 'api', root.id)
+        self.assertFalse(self.replacer.clear_mark(
+            root.id, 'server', server_id, 'healthy again'))
+        self.assertEqual(('CHECK', 'FAILED', 'broken, says its user'),
+                         self._state(root, 'server'))
 
     def test_member_of_a_nested_stack_is_recorded_under_the_root(self):
         root = self._stack('top', GROUPS, create=False)

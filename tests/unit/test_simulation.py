@@ -118,26 +118,39 @@ def test_the_checker_sees_memory_that_differs_from_the_row():
 
 
 def test_the_checker_sees_a_mark_never_cleared(monkeypatch):
+    """RECREATE marks between a user's clear and reset; the server heals."""
     monkeypatch.setattr(loop_mod.RecoveryLoop, '_unmark',
                         lambda self, policy, target, step: None)
     found = []
     with world_mod.World(engines=1, servers=3, pool=False, policy={
-            'recovery': {'actions': [{'name': 'START'}],
-                         'max_attempts': 1}}) as w:
+            'recovery': {'actions': [{'name': 'RECREATE'}]}}) as w:
         checker = invariants.Checker(w)
         engine = w.engines[0]
-        ops = (('tick', engine.tick), ('pass', engine.recovery_pass),
-               ('run', engine.run_steps))
+
+        def take(op, call):
+            step = invariants.Step(op, engine, op)
+            checker.before(step)
+            call()
+            found.extend(checker.after(step))
         try:
-            w.break_server(0, 'ERROR')       # START refused: GAVE_UP
-            for second in range(60):
-                if second == 40:
-                    w.heal_server(0)
-                for op, call in ops:
-                    step = invariants.Step(op, engine, op)
-                    checker.before(step)
-                    call()
-                    found += checker.after(step)
+            w.break_server(0, 'SHUTOFF')
+            for _second in range(30):
+                take('tick', engine.tick)
+                take('pass', engine.recovery_pass)
+                if engine.steps:
+                    break
+                w.advance(1)
+            w.user_clears_mark(0)
+            take('run', engine.run_steps)
+            checker.fault()
+            checker.foreign_write([t.id for t in w.targets()])
+            w.user_resets_target(0)
+            w.heal_server(0)
+            for _second in range(40):
+                for op, call in (('tick', engine.tick),
+                                 ('pass', engine.recovery_pass),
+                                 ('run', engine.run_steps)):
+                    take(op, call)
                 w.advance(1)
         finally:
             checker.close()

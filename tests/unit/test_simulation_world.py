@@ -33,10 +33,12 @@ def test_a_powered_off_server_is_drained_started_once_and_restored(
     assert w.state(0) == 'VERIFYING'
     # Held at 0 for whoever sends the pool's members, until given back.
     pool_id = w.heat.lb_specs(w._policy(0).stack_id)[0]['pool_id']
-    assert db_api.drained_members([pool_id]) == {pool_id: {address}}
+    assert db_api.drain_states([pool_id]) == {
+        pool_id: {address: (db_api.HELD, 5)}}
     w.run_until(lambda: w.state(0) == 'HEALTHY' and
                 w.weights()[address] == 5)
-    assert db_api.drained_members([pool_id]) == {}
+    assert db_api.drain_states([pool_id]) == {
+        pool_id: {address: (db_api.RESTORED, 5)}}
     starts = [(a.server_id, a.action) for a in w.accepted()]
     assert starts == [(w.server_id(0), 'start')]
     assert w.server(0).status == 'ACTIVE'

@@ -22,6 +22,7 @@ from heat.common import service_utils
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from heat_health.engine import leftovers
 from heat_health.engine.ownership import place_limits
 from heat_health.objects import policy as policy_object
 from heat_health.objects import target as target_object
@@ -86,8 +87,12 @@ class HeldRows(object):
 
 class Registry(object):
 
-    def __init__(self, engine_id, lease_seconds=None, partition=None):
+    def __init__(self, engine_id, lease_seconds=None, partition=None,
+                 undoer=None):
         self.engine_id = engine_id
+        # Undoes what recovery left on targets before their rows go
+        # (``leftovers.Undoer``); None: nothing is undone.
+        self.undoer = undoer
         self.lease_seconds = (lease_seconds or
                               cfg.CONF.heat_health.lease_seconds)
         self.partition = partition
@@ -97,6 +102,9 @@ class Registry(object):
         self._bounded = {}
         self._owned = {}         # policy id -> generation
         self._errors = {}        # policy id -> its error as stored
+        # policy id -> places gone whose rows wait for their leftovers to
+        # be undone: synced again at the next refresh.
+        self._kept = {}
         self._held = HeldRows()
         # The RPC endpoint and the monitor share one registry: two target
         # syncs of a policy at once would both insert its new places.
@@ -199,12 +207,14 @@ class Registry(object):
         self._resolutions = {}
         self._bounded = {}
         self._errors = {}
+        self._kept = {}
         LOG.info('Released %(n)d policies of engine %(e)s',
                  {'n': count, 'e': self.engine_id})
         return count
 
     def forget(self, policy_id):
         self._owned.pop(policy_id, None)
+        self._kept.pop(policy_id, None)
         self._resolutions.pop(policy_id, None)
         self._bounded.pop(policy_id, None)
         self._errors.pop(policy_id, None)
@@ -290,17 +300,20 @@ class Registry(object):
         previous = self._resolutions.get(policy.id)
         bounded = self._bounded.get(policy.id)
         if (previous is resolution and bounded is not None and
-                bounded[0] is resolution):
+                bounded[0] is resolution and not self._kept.get(policy.id)):
             return bounded[1], False
         places, refused = place_limits.bounded(resolution.places)
         # A place whose stack action just ended (a member update, our
         # own recovery) starts its grace again.
         graced = (previous.busy - resolution.busy) if previous else ()
         stored = bool(previous is None or graced or
-                      previous.places != resolution.places)
+                      previous.places != resolution.places or
+                      self._kept.get(policy.id))
         if stored:
-            added, removed, replaced = target_object.Target.sync(
-                policy.id, places, policy.parsed.grace, graced)
+            (added, removed, replaced), kept = leftovers.sync(
+                self.undoer, policy.id, policy.stack_id, places,
+                policy.parsed.grace, graced)
+            self._kept[policy.id] = kept
             if added or removed or replaced:
                 LOG.info('Policy %(p)s: %(a)d targets added, %(r)d '
                          'removed, %(c)d servers replaced, %(n)d '

@@ -7,9 +7,10 @@ nested stack. heat-health-engine closes that gap, as a reconcile loop:
 read the servers of each load balancer's targets from Heat's database,
 compare them with the members it holds (its resource data), and when they
 differ send one full-state batch update as the stack's owner, wait until
-Octavia took it, and store the new members. Members recovery drained are
-sent at weight 0 from what recovery recorded, not from what was read: a
-drain accepted between the listing and the batch is kept.
+Octavia took it, and store the new members. Members recovery drained, or
+gave their weight back, are sent at the weight recovery recorded, not at
+what was read: a drain or a restore that landed between the listing and
+the batch is kept (``recovery_weights``).
 
 A departing server stops counting as soon as Heat starts deleting it, so
 its member goes with the next pass, while Nova is still shutting it down;
@@ -68,6 +69,27 @@ CLIENT_SECONDS = 600
 
 LoadBalancer = collections.namedtuple('LoadBalancer', [
     'id', 'uuid', 'stack_id', 'name', 'data'])
+
+
+def recovery_weights(before, after):
+    """{address: weight} sent whatever the listing read, for recovery.
+
+    ``before`` and ``after``: ``db.api.drain_states`` of the pool read
+    before and after its listing. A member held drained is sent at 0: a
+    drain accepted after the listing is never undone. One whose weight is
+    being given back, or was given back since the first read, is sent at
+    the weight it had: that restore may have landed after the listing,
+    and is never undone either. One given back before the first read is
+    as the listing read it.
+    """
+    weights = {}
+    for address, (state, weight) in after.items():
+        if state == db_api.HELD:
+            weights[address] = 0
+        elif (state == db_api.RESTORING or
+              before.get(address, (None,))[0] != db_api.RESTORED):
+            weights[address] = weight
+    return weights
 
 
 class _Targets(object):
@@ -279,15 +301,14 @@ class MemberFollower(object):
                                       data['pool_id'])
         if not pool.ready(data['loadbalancer_id']):
             return
+        pool_id = data['pool_id']
+        before = db_api.drain_states([pool_id]).get(pool_id, {})
         current = pool.list()
         port = data['protocol_port']
-        # A member drained by recovery stays so, whatever weight the
-        # listing read: a drain accepted after it is never undone.
-        drained = db_api.drained_members([data['pool_id']]).get(
-            data['pool_id'], ())
+        after = db_api.drain_states([pool_id]).get(pool_id, {})
         members = lb_members.plan(current, data['members'], wanted, port,
                                   data.get('subnet_id'), names=paths,
-                                  weights={a: 0 for a in drained})
+                                  weights=recovery_weights(before, after))
         if members is not None:
             if members:
                 pool.replace(members)

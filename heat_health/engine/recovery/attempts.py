@@ -36,6 +36,9 @@ ISSUING, ISSUED, ESCALATE = 'issuing', 'issued', 'escalate'
 RESTORE_RETRY_SECONDS = 1.0
 # Shortest time an action is given to heal before the next rung.
 MIN_VERIFY_SECONDS = 15
+# A verification waits for a host that does not report at most this many
+# times the action's deadline (its ``verify_seconds``).
+HOST_WAIT_DEADLINES = 10
 # Actions after which an ACTIVE server needs nothing more: Nova refuses
 # them once the server is running (it may have healed by itself).
 _TO_ACTIVE = frozenset([settled_state.START, settled_state.UNPAUSE,
@@ -119,7 +122,19 @@ def _escalated_from(target):
     recovery = target.recovery or {}
     if recovery.get('stage') != ESCALATE:
         return None
-    return planner.parse_time(recovery.get('issued_at'))
+    return _acting_since(recovery)
+
+
+def _acting_since(recovery):
+    """Since when Nova may be carrying out the action, or None.
+
+    From its issue, or from when its host reported again: Nova's restart
+    handling may then still be finishing it.
+    """
+    found = [planner.parse_time(recovery.get(key))
+             for key in ('issued_at', 'host_back_at')]
+    found = [when for when in found if when is not None]
+    return max(found) if found else None
 
 
 class AttemptStages(object):
@@ -656,21 +671,62 @@ class AttemptStages(object):
                                    {'recovery': recovery}, at=now):
             self.timeline.heat_event(target, 'IN_PROGRESS', reason)
 
-    def _verify_later(self, target, why):
+    def _verify_later(self, target, why, recovery=None):
         """Not healthy yet, but Nova cannot tell now: a new deadline.
 
         The action's outcome is Nova's to finish (its compute's restart
-        handling), so the next rung would act twice.
+        handling), so the next rung would act twice. Said once while the
+        reason stays the same, not at every deadline.
         """
         now = self._clock()
-        recovery = dict(target.recovery or {})
+        recovery = dict(recovery or target.recovery or {})
         recovery['deadline'] = _iso(now + datetime.timedelta(
             seconds=recovery.get('verify_seconds') or MIN_VERIFY_SECONDS))
         reason = 'verification waits: %s' % why
+        said = recovery.get('waits') == reason
+        recovery['waits'] = reason
         if self.tracker.store_step(target, states.VERIFYING,
                                    states.VERIFYING, reason,
-                                   {'recovery': recovery}, at=now):
+                                   {'recovery': recovery}, at=now,
+                                   announce=not said) and not said:
             self.timeline.heat_event(target, 'IN_PROGRESS', reason)
+
+    def _wait_for_host(self, policy, target, host):
+        """The host does not report: wait for it, within a bound.
+
+        At most HOST_WAIT_DEADLINES times the action's deadline from the
+        first wait; then the attempt ends, and the next one starts only
+        once the host reports again or is forced down.
+        """
+        recovery = dict(target.recovery or {})
+        now = self._clock()
+        since = planner.parse_time((recovery.get('host_silent') or {}).get(
+            'since')) or now
+        bound = HOST_WAIT_DEADLINES * (recovery.get('verify_seconds') or
+                                       MIN_VERIFY_SECONDS)
+        if now - since >= datetime.timedelta(seconds=bound):
+            return self._failed(policy, target, 'nova-compute on host %s '
+                                'did not report within %ss of the action\'s '
+                                'deadline: its outcome is unknown' % (
+                                    host, bound), retry_same=True)
+        recovery['host_silent'] = {'host': host, 'since': _iso(since)}
+        self._verify_later(target, compute_hosts.not_reporting(host),
+                           recovery)
+
+    def _verify_again(self, target):
+        """The host reports again: the verification starts afresh.
+
+        Nova's restart handling finished or undid the action just now,
+        and the detectors have not seen the server since: judged at the
+        deadline that passed while the host was silent, a healed server
+        would be escalated.
+        """
+        now = self._clock()
+        recovery = dict(target.recovery or {})
+        silent = recovery.pop('host_silent')
+        recovery['host_back_at'] = _iso(now)
+        self._verify_later(target, 'nova-compute on host %s reports again: '
+                           'verifying afresh' % silent['host'], recovery)
 
     def _still_acting(self, policy, target, place):
         """Why the action's deadline is no failure yet, or None.
@@ -685,7 +741,7 @@ class AttemptStages(object):
         """
         if place is not None and place[1] == compute_hosts.DOWN:
             return None
-        issued = planner.parse_time((target.recovery or {}).get('issued_at'))
+        issued = _acting_since(target.recovery or {})
         if issued is None:
             return None
         try:
@@ -731,8 +787,9 @@ class AttemptStages(object):
     def _escalate(self, policy, target, step):
         place = self._place(target.server_id)
         if place is not None and place[1] == compute_hosts.UNKNOWN:
-            return self._verify_later(target, compute_hosts.not_reporting(
-                place[0]))
+            return self._wait_for_host(policy, target, place[0])
+        if (target.recovery or {}).get('host_silent'):
+            return self._verify_again(target)
         busy = self._still_acting(policy, target, place)
         if busy:
             return self._verify_later(target, busy)
@@ -751,25 +808,21 @@ class AttemptStages(object):
             self.wake()
 
     def _give_up(self, policy, target, step):
+        """GAVE_UP, said in the stack's events; the resource is not marked.
+
+        A CHECK_FAILED would have any stack update, the policy's own for
+        a sibling's RECREATE too, replace the server unfenced and
+        undrained: replacing it is its user's to ask for.
+        """
         if self._switched_off(policy):
             return
-        reason = '%s: %s' % (step.reason, target.reason or 'unhealthy')
-        recovery = dict(target.recovery or {})
-        recovery['marked_failed'] = target.server_id
-        if not self.tracker.store_step(target, states.UNHEALTHY,
-                                       states.GAVE_UP, reason,
-                                       {'recovery': recovery}):
-            return
-        self._keep_evidence(policy, target, 'at GAVE_UP')
-        try:
-            self.replacer.mark_failed(
-                target.stack_id, target.resource_name,
-                'heat-health %s; no further action until the server is '
-                'healthy again or marked healthy' % step.reason,
-                server_id=target.server_id)
-        except Exception as e:
-            LOG.warning('Could not mark %(p)s CHECK_FAILED after giving '
-                        'up: %(e)s', {'p': target.path, 'e': e})
+        reason = ('%s: %s; nothing more is done until the server is healthy '
+                  'again or marked healthy' % (
+                      step.reason, target.reason or 'unhealthy'))
+        if self.tracker.store_step(target, states.UNHEALTHY, states.GAVE_UP,
+                                   reason, {}):
+            self.timeline.heat_event(target, 'FAILED', reason)
+            self._keep_evidence(policy, target, 'at GAVE_UP')
 
     def _reset(self, policy, target, step):
         self.tracker.store_columns(target, {
@@ -822,10 +875,12 @@ class AttemptStages(object):
         self.timeline.lb_event(policy, target, 'RESTORED', reason)
 
     def _unmark(self, policy, target, step):
-        """Clear the CHECK_FAILED of a server that is healthy again."""
+        """Clear the CHECK_FAILED of a server healthy again, or given up."""
         recovery = dict(target.recovery or {})
         server_id = recovery.pop('marked_failed')
-        reason = 'heat-health: server %s is healthy again' % server_id
+        reason = 'heat-health: server %s is %s' % (
+            server_id, 'given up on' if target.state == states.GAVE_UP
+            else 'healthy again')
         cleared = self.replacer.clear_mark(target.stack_id,
                                            target.resource_name, server_id,
                                            reason)

@@ -105,6 +105,18 @@ def _refuse_unless_updatable(stack):
                                                      state, why))
 
 
+def _users_mark(physical_id, stack_id, resource_name):
+    """Whether the latest marking of the resource is a user's CHECK_FAILED.
+
+    A user's reset keeps what recovery marked to be cleared later: a mark
+    the user made since is theirs, and stays.
+    """
+    last = marking_object.Marking.last_of(physical_id, stack_id,
+                                          resource_name)
+    return (last is not None and last.source != SOURCE_RECOVERY and
+            last.mark_unhealthy)
+
+
 class HeatReplacer(stack_owner.OwnerContexts):
     """Heat's part of a recovery, for the recovery loop.
 
@@ -319,7 +331,8 @@ class HeatReplacer(stack_owner.OwnerContexts):
                 exception.EntityNotFound):
             return False
         cleared = False
-        if rsrc.state == (rsrc.CHECK, rsrc.FAILED):
+        if rsrc.state == (rsrc.CHECK, rsrc.FAILED) and not _users_mark(
+                rsrc.resource_id, stack.id, resource_name):
             marking.mark(stack.context, self.engine_id, stack, rsrc, False,
                          reason, SOURCE_RECOVERY, stack.root_stack_id())
             cleared = True

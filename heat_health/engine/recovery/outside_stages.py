@@ -141,9 +141,15 @@ class OutsideStages(object):
                 'verifying' % (label, lost, found[0], found[1]))
 
     def _webhook_body(self, policy, target, recovery):
-        """What a webhook is told: the failure, the server, its params."""
+        """What a webhook is told: the failure, the server, its params.
+
+        Its ``delivery`` id names the attempt by its stored start, the
+        same from any engine that carries it on: attempt numbers start
+        again at 1 once a server stays healthy.
+        """
         return {'policy_id': policy.id, 'stack_id': policy.stack_id,
-                'delivery': '%s-%s' % (target.id, recovery.get('attempt')),
+                'delivery': '%s-%s-%s' % (target.id, recovery.get('attempt'),
+                                          recovery.get('started_at')),
                 'attempt': recovery.get('attempt'),
                 'server': {'id': target.server_id},
                 'resource': {'path': target.path,

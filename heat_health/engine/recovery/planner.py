@@ -35,7 +35,8 @@ ResetAttempts = collections.namedtuple('ResetAttempts', ['target'])
 Restore = collections.namedtuple('Restore', ['target'])
 """Healthy again, or given up: give drained members their weight back."""
 Unmark = collections.namedtuple('Unmark', ['target'])
-"""Healthy again: clear the CHECK_FAILED a recovery put on its resource."""
+"""Healthy again, or given up: clear the CHECK_FAILED a recovery put on its
+resource."""
 Hold = collections.namedtuple('Hold', ['target', 'reason'])
 """A failed target not acted on now, and why (for the timeline)."""
 Follow = collections.namedtuple('Follow', ['target'])
@@ -156,8 +157,10 @@ def _undo(target, observing=False):
     if (over or target.state in _UNDONE_IN | {states.GAVE_UP}) and (
             recovery.get('drained') and not recovery.get('restored')):
         return Restore(target)
-    if (over or target.state in _UNDONE_IN) and recovery.get(
-            'marked_failed'):
+    if (over or target.state in _UNDONE_IN | {states.GAVE_UP}) and (
+            recovery.get('marked_failed')):
+        # Given up, no CHECK_FAILED of an earlier RECREATE stays either:
+        # any stack update would replace the server.
         return Unmark(target)
     return None
 
