@@ -34,8 +34,8 @@ import random
 
 from mistralclient.api import base as mistral_base
 from oslo_config import cfg
-import requests
 from oslo_db.sqlalchemy import engines as db_engines
+import requests
 import sqlalchemy
 
 from heat_health.engine.monitor import nova_status
