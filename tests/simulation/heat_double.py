@@ -41,6 +41,7 @@ from heat.common import exception as heat_exc
 import oslo_messaging
 
 from heat_health.db import api as db_api
+from heat_health.engine.pools import lb_follow
 from heat_health.engine.recovery import heat_replace
 from heat_health.policy import targets as target_resolution
 from tests.simulation import faults as faults_mod
@@ -500,9 +501,13 @@ class HeatDouble(object):
         listing, a step or more later.
         """
         self.listed = {}
+        # As MemberFollower: recovery's drains read before the listing.
+        self.drains_before = {}
         for root_id, _old, _new in self.lagging:
             for spec in self.load_balancers.get(root_id, []):
                 pool_id = spec['pool_id']
+                self.drains_before[pool_id] = db_api.drain_states(
+                    [pool_id]).get(pool_id, {})
                 self.listed[pool_id] = [
                     dict(m) for m in self.octavia.pools[pool_id]['members']]
         return len(self.listed)
@@ -510,12 +515,16 @@ class HeatDouble(object):
     def follow_put(self):
         """The follower's PUT of what it listed, its swaps applied.
 
-        Members a recovery drained are re-read now and sent at weight 0;
-        every other weight is the listed one (a restore since is undone,
-        as MemberFollower does). A busy load balancer: the next pass.
+        Recovery's drains are read again now, and the weights it holds
+        or gives back are sent as MemberFollower sends them
+        (``lb_follow.recovery_weights``); every other weight is the
+        listed one. A busy load balancer: the next pass.
         """
         lagging, self.lagging = self.lagging, []
-        drained = db_api.drained_members(list(self.listed))
+        drained = {pool_id: lb_follow.recovery_weights(
+            self.drains_before.get(pool_id, {}),
+            db_api.drain_states([pool_id]).get(pool_id, {}))
+            for pool_id in self.listed}
         kept = []
         for root_id, old, new in lagging:
             pools = [s['pool_id'] for s in self.load_balancers.get(root_id,
@@ -540,8 +549,8 @@ class HeatDouble(object):
         """The member of ``old`` replaced by one of ``new``.
 
         At once by Heat's own update, or by the follower from its
-        ``listed`` members (pool id -> [member]), ``drained`` (pool id ->
-        {address}) sent at weight 0.
+        ``listed`` members (pool id -> [member]), with recovery's weights
+        (``drained``: pool id -> {address: weight}).
         """
         server = self.nova.find(new)
         for spec in self.load_balancers.get(root_id, []):
@@ -554,9 +563,10 @@ class HeatDouble(object):
                 listed[pool_id] if listed is not None else
                 self.octavia.pools[pool_id]['members'])
                 if m['address'] != gone]
+            weights = (drained or {}).get(pool_id, {})
             for member in members:
-                if member['address'] in (drained or {}).get(pool_id, ()):
-                    member['weight'] = 0
+                if member['address'] in weights:
+                    member['weight'] = weights[member['address']]
             members.append({'address': address, 'protocol_port':
                             spec['protocol_port'], 'subnet_id':
                             spec['subnet_id'], 'name': new})

@@ -990,8 +990,10 @@ class Checker(object):
         for batch in batches:
             if batch.actor != 'follower':
                 continue
-            drained = db_api.drained_members([batch.pool_id]).get(
-                batch.pool_id, set())
+            drained = {address for address, (state, _w) in
+                       db_api.drain_states([batch.pool_id]).get(
+                           batch.pool_id, {}).items()
+                       if state == db_api.HELD}
             last = self._weights.get(batch.pool_id, {})
             for address, weight in sorted(batch.weights.items()):
                 if weight == 0 and last.get(address) and \
