@@ -148,13 +148,15 @@ class Engine(object):
             place['place'] = self.hosts.place
         if _takes(loop_mod.RecoveryLoop, 'webhooks'):
             place['webhooks'] = world.hooks
+        if _takes(loop_mod.RecoveryLoop, 'user_names'):
+            place['user_names'] = _user_name
         # What the service gives the registry and the RPC endpoint.
         self.undoer = (leftovers.Undoer(self.drainer, world.heat)
                        if leftovers is not None else None)
         self.loop = loop_mod.RecoveryLoop(
             self.id, self.tracker, world.heat, blind=self._blind,
             drainer=self.drainer, conf=conf, clock=world.clock.now,
-            executor=self.executor, user_names=_user_name, **place)
+            executor=self.executor, **place)
         self._policies = {}      # id -> Policy
         self._next_claim = 0     # clock time of the next claim
         self._claimed_group = None

@@ -16,6 +16,9 @@ from heat_health.policy import observation as obs
 from tests.simulation import nova_double
 
 URL = 'http://{ip}/health'
+# How the engine's check says its rules refuse it (older cores spelled it
+# out where they refused).
+_refused = getattr(obs, 'refused', 'check refused: {}'.format)
 
 
 class PollUrlDouble(object):
@@ -44,7 +47,7 @@ class PollUrlDouble(object):
         if (policy_id in self.blind or
                 (policy_id, server_id) in self.refused):
             return obs.Observation(
-                server_id, obs.UNKNOWN, obs.refused(
+                server_id, obs.UNKNOWN, _refused(
                     'address of %s is not in [heat_health] '
                     'poll_url_allowed_networks' % server_id),
                 obs.NODE_STATUS_POLL_URL, now, policy_id)
