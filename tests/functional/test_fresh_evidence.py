@@ -104,6 +104,16 @@ def test_a_paused_decision_is_abandoned_once_its_server_healed(
     assert set(weights.values()) == {1}, weights
 
 
+def _power_off_healed(demo, admin, stack, path, victim):
+    """The guest powered off behind Nova's back; the same server healed."""
+    faults.break_server(admin, victim, 'power_off')
+    healed = demo.wait_for(
+        lambda: h.all_healthy(demo, stack, 2) if h.started(
+            h.events(demo, stack), victim) else None,
+        'the power-off healed', timeout=120)
+    assert healed[path]['server_id'] == victim
+
+
 def _user_stop_is_respected(demo, admin, stacks, prefix):
     stack, targets = h.heal_stack(stacks, demo, prefix, count=2,
                                   modes=EVENTS_AND_STATUS)
@@ -127,12 +137,7 @@ def _user_stop_is_respected(demo, admin, stacks, prefix):
     demo.wait_for(lambda: _target(demo, stack, path)['state'] == 'HEALTHY',
                   'watched again once started', timeout=90)
     # A power-off behind Nova's back is healed as ever.
-    faults.break_server(admin, victim, 'power_off')
-    healed = demo.wait_for(
-        lambda: h.all_healthy(demo, stack, 2) if h.started(
-            h.events(demo, stack), victim) else None,
-        'the power-off healed', timeout=120)
-    assert healed[path]['server_id'] == victim
+    _power_off_healed(demo, admin, stack, path, victim)
     started = h.started(h.events(demo, stack), victim)
     assert len(started) == 1 and started[0]['reason'].startswith(
         'START'), started
@@ -164,12 +169,7 @@ def _blind_url_has_no_vote(demo, admin, stacks, prefix):
     assert 'NODE_STATUS_POLL_URL blind for 2 servers' in shown, shown
     path = 'workers/0'
     victim = h.targets(demo, stack)[path]['server_id']
-    faults.break_server(admin, victim, 'power_off')
-    healed = demo.wait_for(
-        lambda: h.all_healthy(demo, stack, 2) if h.started(
-            h.events(demo, stack), victim) else None,
-        'the power-off healed', timeout=120)
-    assert healed[path]['server_id'] == victim
+    _power_off_healed(demo, admin, stack, path, victim)
     # Stays so: no next rung after the verification.
     h.last_seen(lambda: h.started(h.events(demo, stack), victim),
                 lambda started: len(started) > 1, timeout=20)

@@ -69,6 +69,17 @@ _DONE = {'stop': 'stopped', 'pause': 'paused', 'suspend': 'suspended',
 _UNREAD = object()
 
 
+def _server_now(nova, server_id):
+    """The server as Nova shows it now, or None once Nova has it no more.
+
+    :raises NovaActionFailed: Nova could not tell.
+    """
+    try:
+        return nova.status(server_id)
+    except nova_actions.ServerGone:
+        return None
+
+
 def _seen(found):
     """What of Nova's view a decision rests on, as stored with it."""
     if found is None:
@@ -317,9 +328,7 @@ class AttemptStages(object):
             return True
         if found is _UNREAD:
             try:
-                found = nova.status(target.server_id)
-            except nova_actions.ServerGone:
-                found = None
+                found = _server_now(nova, target.server_id)
             except nova_actions.NovaActionFailed as e:
                 self._saw_nova_error(policy, e)
                 LOG.info('%(e)s of %(p)s waits: Nova error: %(x)s',
@@ -381,9 +390,7 @@ class AttemptStages(object):
             return
         nova = self._actions(policy.stack_id)
         try:
-            found = nova.status(target.server_id)
-        except nova_actions.ServerGone:
-            found = None
+            found = _server_now(nova, target.server_id)
         except nova_actions.NovaActionFailed as e:
             self._saw_nova_error(policy, e)
             self.timeline.hold(policy, target,
