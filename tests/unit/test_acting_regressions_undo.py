@@ -167,3 +167,20 @@ def test_a_verification_waits_for_a_silent_host_within_a_bound(make_world):
         '%ss' % (host, HOST_WAIT_DEADLINES * acting.VERIFY)), ended
     assert acting._row(w, 0).state == 'UNHEALTHY'
     assert acting._nova(w) == [('reboot', 'HARD')]
+
+
+def test_observe_gives_back_the_weight_of_a_verification_that_fails(
+        make_world):
+    """OBSERVE switched on while a START is verified and does not heal.
+
+    The attempt's deadline ends it as in HEAL (no next rung is started),
+    and what it drained is given back: the member does not stay at
+    weight 0 for as long as the policy observes.
+    """
+    w = make_world(servers=3)
+    address = _drained_while_starting(w)
+    w.set_mode('OBSERVE')
+    acting._stops_again(w, 0)
+    w.run(60)
+    assert w.weights()[address] == 1
+    assert acting._nova(w, 0) == [('start', None)]
