@@ -184,3 +184,20 @@ def test_observe_gives_back_the_weight_of_a_verification_that_fails(
     w.run(60)
     assert w.weights()[address] == 1
     assert acting._nova(w, 0) == [('start', None)]
+
+
+def test_a_users_reset_gives_a_drained_member_its_weight_back(make_world):
+    """Marked healthy while recovery holds its member at weight 0.
+
+    The user's word ends the recovery: its member serves again at once,
+    not only once a detector has seen the server healthy.
+    """
+    w = make_world(servers=3)
+    engine = w.engines[0]
+    address = _drained_while_starting(w)
+    w.mark_healthy(0)
+    engine.tick()
+    for _pass in range(3):
+        acting._recovery_pass(engine)
+    assert acting._row(w, 0).state == 'NO_DATA'
+    assert w.weights()[address] == 1

@@ -154,7 +154,9 @@ def _undo(target, observing=False):
     """
     recovery = target.recovery or {}
     over = observing and target.state not in states.IN_RECOVERY
-    if (over or target.state in _UNDONE_IN | {states.GAVE_UP}) and (
+    # A user's reset (NO_DATA) ends the recovery: its member serves again.
+    if (over or target.state in _UNDONE_IN | {states.GAVE_UP,
+                                              states.NO_DATA}) and (
             recovery.get('drained') and not recovery.get('restored')):
         return Restore(target)
     if (over or target.state in _UNDONE_IN | {states.GAVE_UP}) and (
