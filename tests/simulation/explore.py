@@ -301,18 +301,17 @@ class Explorer(object):
         self.shape = _describe(kwargs, engines, self.limit) + (
             ' (none shown while one is replaced)' if member_gap else '') + (
             ', a poll URL the engine may not fetch' if blind else '')
-        self.resets = []        # places whose user reset is half written
         self.all_targets = {}   # policy index -> its targets before a cut
         cfg.CONF.set_override('max_concurrent_recoveries', self.limit,
                               group='heat_health')
         self.trace = collections.deque(maxlen=TRACE_STEPS)
         self.held = []          # verdicts on their way, delivered late
         self.returns = {}       # host -> (virtual seconds, how it returns)
-        # Users' resets whose clear is done, their reset of our rows not;
-        # whether a reset is split drawn apart (each seed's other draws
-        # stay as they were).
+        # Places of users' resets whose clear is done, their reset of our
+        # rows not; whether a reset is split drawn apart (each seed's other
+        # draws stay as they were).
         self.resets = []
-        self.split_rnd = random.Random(seed * 15485863 + 5)
+        self.split_rnd = random.Random(seed * 32452843 + 7)
         self.world = None
         self.checker = None
         try:
@@ -798,18 +797,14 @@ class Explorer(object):
 
     def _reset_mark(self, policy):
         """A user's reset, its first write: the mark cleared."""
-        place = self.world.reset_mark(self._index(policy), policy)
+        place = self.world.user_clears_mark(self._index(policy), policy)
         self.resets.append(place)
         return 'user resets %s: mark cleared, rows not yet' % '/'.join(
             place)
 
     def _reset_rows(self, policy):
-        """The second write of a user's reset: the place's rows."""
-        place = self.resets.pop(0)
-        ids = [r.id for r in self.checker.rows.values() if r.place == place]
-        self.world.reset_rows(place)
-        self.checker.foreign_write(ids)
-        return 'user reset of %s: rows reset' % '/'.join(place)
+        """The second write of a user's reset, as a step of its own."""
+        return self._user_resets()
 
     def _pause_heal(self, policy):
         """Paused while a server fails, healed by hand, resumed later."""
@@ -891,8 +886,7 @@ class Explorer(object):
         place = self.world.places(policy)[index]
         if self.split_rnd.random() < 0.5:
             # Heat's half now, ours at the next advance of the clock.
-            self.world.user_clears_mark(index, policy)
-            self.resets.append((index, policy))
+            self.resets.append(self.world.user_clears_mark(index, policy))
             return 'user clears the mark of %s, resets later' % (
                 '/'.join(place))
         ids = [r.id for r in self.checker.rows.values() if r.place == place]
@@ -901,11 +895,14 @@ class Explorer(object):
         return 'user marks %s healthy' % '/'.join(place)
 
     def _user_resets(self):
+        """The second write of the oldest half-done reset: its rows.
+
+        By the place the user named: the index may now name another.
+        """
         self.checker.fault()
-        index, policy = self.resets.pop(0)
-        place = self.world.places(policy)[index]
+        place = self.resets.pop(0)
         ids = [r.id for r in self.checker.rows.values() if r.place == place]
-        self.world.user_resets_target(index, policy)
+        self.world.reset_rows(place)
         self.checker.foreign_write(ids)
         return 'user resets the health of %s' % '/'.join(place)
 

@@ -1126,8 +1126,17 @@ class Checker(object):
         engine = step.engine
         if (step.op == 'pass' and engine is not None and engine.alive and
                 self._queue_empty and not self._faults_pending()):
+            seen = {p.id: p.spec.recovery.mode
+                    for p in engine.tracker.policies()}
             for policy_id in list(engine.owned):
-                if self._owner(policy_id, engine):
+                row = self.policies.get(policy_id)
+                mode = ((row.spec or {}).get('recovery') or {}).get(
+                    'mode') if row is not None else None
+                # A pass on a spec from before OBSERVE was switched does
+                # not know what OBSERVE owes: the engine reads it at its
+                # next tick.
+                if self._owner(policy_id, engine) and (
+                        mode != 'OBSERVE' or seen.get(policy_id) == mode):
                     self._passes[policy_id] = \
                         self._passes.get(policy_id, 0) + 1
         owed = set()

@@ -274,6 +274,7 @@ class NovaDouble(object):
 
     def _busy(self, server, task, seconds, **then):
         now = self._clock()
+        self._no_sync(server)
         server.task_state = task
         server.updated = now
         server.settle_at = now + _seconds(seconds)
@@ -282,11 +283,24 @@ class NovaDouble(object):
 
     def _set(self, server, **values):
         """A change that ends whatever was under way."""
+        self._no_sync(server)
         for field, value in values.items():
             setattr(server, field, value)
         server.updated = self._clock()
         server.settle_at = server.settled = None
         server.queued = False
+
+    def _no_sync(self, server):
+        """A power sync still to come finds nothing to do: none recorded.
+
+        Its stop is dated when it will happen; a user's stop (or any
+        change) first leaves the server as the sync would, or otherwise.
+        """
+        now = self._clock()
+        self.instance_actions[server.id] = [
+            a for a in self.instance_actions[server.id]
+            if (a['user_id'], a['project_id']) != NOVA_ITSELF or
+            a['start_time'] <= now]
 
     def find(self, server_id):
         """The server, settled to now; None if Nova never had it."""

@@ -19,7 +19,8 @@ evidence:
   treatment does not justify that policy's next effect: the treatment may
   have healed it;
 * a stop or delete its user asked Nova for is intent, not failure, until
-  the user starts it again or the world changes it;
+  the user starts it again or the world changes it, or its host is
+  forced down (the server is recovered whatever its user asked);
 * an effect is justified when the acting policy saw the server failing
   (after its last treatment) no longer ago than the evidence bound, or
   when recovery had fenced the server (stopped or deleted it) already:
@@ -84,15 +85,26 @@ class Truth(object):
 
     # Ground truth
 
+    def _forced_down(self, server):
+        """Its host is forced down: the server is lost, whoever stopped it.
+
+        As the README says, such a server is recovered whatever its user
+        asked before.
+        """
+        host = self.w.nova.hosts.get(server.host)
+        return host is not None and host.state == nova_double.DOWN
+
     def _health(self, server):
         """FAILING, HEALTHY, TREATED or INTENDED, policy aside."""
+        if self._forced_down(server):
+            return FAILING
         if server.id in self.intent:
             return INTENDED
         if server.deleted:
             return FAILING
         host = self.w.nova.hosts.get(server.host)
-        if host is not None and (host.state == nova_double.DOWN or (
-                host.state == nova_double.UNKNOWN and host.guests_lost)):
+        if host is not None and (host.state == nova_double.UNKNOWN and
+                                 host.guests_lost):
             return FAILING
         if server.task_state is None:
             self.in_task.discard(server.id)
@@ -153,7 +165,9 @@ class Truth(object):
                 server_id in self.fenced:
             return None
         intent = self.intent.get(server_id)
-        if intent is not None:
+        server = self.w.nova.find(server_id)
+        if intent is not None and not (server is not None and
+                                       self._forced_down(server)):
             return ('%s by %s on %s, which its user %s on purpose at %.0fs'
                     % (what, policy_id, server_id, _past(intent[1]),
                        intent[0]))

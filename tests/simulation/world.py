@@ -494,17 +494,6 @@ class World(object):
         getattr(self.nova.client('user').servers, call)(server_id)
         self.note('the user of %s asks Nova to %s it' % (server_id, call))
 
-    def reset_mark(self, index, policy=0, reason='marked healthy'):
-        """A user's ``mark_unhealthy: false``, its first write.
-
-        The endpoint clears CHECK_FAILED under Heat's lock; the rows are
-        reset by a second write (``reset_rows``), outside it.
-        """
-        stack_id, name = self.places(policy)[index]
-        self.heat.set_check_failed(stack_id, name, False, reason=reason)
-        self.note('user clears the mark of %s/%s' % (stack_id, name))
-        return stack_id, name
-
     def reset_rows(self, place, reason='marked healthy'):
         """The second write of a user's reset: the place's rows."""
         self.db.real['target_reset'](place[0], place[1], reason)
@@ -519,17 +508,17 @@ class World(object):
         """Heat's half of a user's ``mark_unhealthy: false``.
 
         The engine clears CHECK_FAILED under Heat's lock, then resets the
-        target (``user_resets_target``): other steps may come between.
+        target (``reset_rows``): other steps may come between. Returns the
+        place.
         """
         stack_id, name = self.places(policy)[index]
         self.heat.set_check_failed(stack_id, name, False, reason=reason)
         self.note('user clears the mark of %s/%s' % (stack_id, name))
+        return stack_id, name
 
     def user_resets_target(self, index, policy=0, reason='marked healthy'):
         """heat-health's half of a user's ``mark_unhealthy: false``."""
-        stack_id, name = self.places(policy)[index]
-        self.db.real['target_reset'](stack_id, name, reason)
-        self.note('user resets the health of %s/%s' % (stack_id, name))
+        self.reset_rows(self.places(policy)[index], reason)
 
     def mark_unhealthy(self, index, policy=0, reason='marked unhealthy'):
         """A user's ``mark_unhealthy: true``: CHECK_FAILED in Heat."""

@@ -167,3 +167,37 @@ def test_a_verification_waits_for_a_silent_host_within_a_bound(make_world):
         '%ss' % (host, HOST_WAIT_DEADLINES * acting.VERIFY)), ended
     assert acting._row(w, 0).state == 'UNHEALTHY'
     assert acting._nova(w) == [('reboot', 'HARD')]
+
+
+def test_observe_gives_back_the_weight_of_a_verification_that_fails(
+        make_world):
+    """OBSERVE switched on while a START is verified and does not heal.
+
+    The attempt's deadline ends it as in HEAL (no next rung is started),
+    and what it drained is given back: the member does not stay at
+    weight 0 for as long as the policy observes.
+    """
+    w = make_world(servers=3)
+    address = _drained_while_starting(w)
+    w.set_mode('OBSERVE')
+    acting._stops_again(w, 0)
+    w.run(60)
+    assert w.weights()[address] == 1
+    assert acting._nova(w, 0) == [('start', None)]
+
+
+def test_a_users_reset_gives_a_drained_member_its_weight_back(make_world):
+    """Marked healthy while recovery holds its member at weight 0.
+
+    The user's word ends the recovery: its member serves again at once,
+    not only once a detector has seen the server healthy.
+    """
+    w = make_world(servers=3)
+    engine = w.engines[0]
+    address = _drained_while_starting(w)
+    w.mark_healthy(0)
+    engine.tick()
+    for _pass in range(3):
+        acting._recovery_pass(engine)
+    assert acting._row(w, 0).state == 'NO_DATA'
+    assert w.weights()[address] == 1

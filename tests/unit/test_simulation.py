@@ -193,7 +193,7 @@ def test_the_checker_sees_an_action_before_the_drain(monkeypatch):
         except lb_drain.NotYet:
             return {}
     monkeypatch.setattr(lb_drain.Drainer, 'drain', impatient)
-    result = explore.explore(70, 100)
+    result = explore.explore(81, 100)
     assert result.violation is not None and (
         'its drain is neither done nor given up' in result.violation), \
         result.report()
@@ -210,7 +210,7 @@ def test_the_checker_sees_a_workflow_or_webhook_sent_twice(monkeypatch):
             return self._issue_outside(policy, target, recovery)
         return advance(self, policy, target, step)
     monkeypatch.setattr(attempts.AttemptStages, '_advance', again)
-    for seed in (7, 34):
+    for seed in (13, 164):
         result = explore.explore(seed, 200)
         assert result.violation is not None and (
             'more than one recovery effect' in result.violation), \
@@ -297,7 +297,7 @@ def _never_follow(monkeypatch):
 def test_the_checker_sees_a_users_reset_never_followed(monkeypatch):
     """Once the restarted owner read the reset row, memory must take it."""
     _never_follow(monkeypatch)
-    for seed, engine in ((1181, 'engine-1'), (1458, 'engine-0')):
+    for seed, engine in ((1, 'engine-0'), (6, 'engine-0')):
         result = explore.explore(seed, 200)
         assert result.violation is not None and (
             'memory of %s differs' % engine in result.violation and
@@ -311,7 +311,7 @@ def test_the_checker_sees_a_brake_never_released(monkeypatch):
         if reason is not None:
             brake(self, policy, reason, now)
     monkeypatch.setattr(timeline_mod.Timeline, 'brake', sticky)
-    result = explore.explore(31, 200)
+    result = explore.explore(0, 200)
     assert result.violation is not None and (
         'stored brake of policy-0' in result.violation and
         "computed 'None'" in result.violation), result.report()

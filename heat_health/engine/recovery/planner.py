@@ -154,7 +154,9 @@ def _undo(target, observing=False):
     """
     recovery = target.recovery or {}
     over = observing and target.state not in states.IN_RECOVERY
-    if (over or target.state in _UNDONE_IN | {states.GAVE_UP}) and (
+    # A user's reset (NO_DATA) ends the recovery: its member serves again.
+    if (over or target.state in _UNDONE_IN | {states.GAVE_UP,
+                                              states.NO_DATA}) and (
             recovery.get('drained') and not recovery.get('restored')):
         return Restore(target)
     if (over or target.state in _UNDONE_IN | {states.GAVE_UP}) and (
@@ -165,17 +167,22 @@ def _undo(target, observing=False):
     return None
 
 
-def _observing(targets):
+def _observing(targets, now):
     """OBSERVE's steps: abandon, and undo what recoveries left.
 
-    Attempts not under way in Nova or Heat are abandoned; nothing else is
-    done.
+    Attempts not under way in Nova or Heat are abandoned; a verification
+    past its deadline ends as it would in HEAL (no next rung follows), so
+    that what its attempt drained is given back; nothing else is done.
     """
     steps = []
     for target in targets:
         if (target.state == states.RECOVERING and
                 (target.recovery or {}).get('stage') in _ABANDONABLE):
             steps.append(Abandon(target, 'the policy only observes'))
+            continue
+        if target.state == states.VERIFYING and _deadline_passed(target,
+                                                                 now):
+            steps.append(_escalation(target))
             continue
         undo = _undo(target, observing=True)
         if undo is not None:
@@ -275,7 +282,7 @@ def plan(policy, targets, now, running=(), engine_room=None, blind=None,
     if spec.mode == policy_spec.OBSERVE:
         # Detection and the report only: nothing to hold back or brake,
         # but what an earlier recovery left is still undone.
-        return Plan(None, _observing(targets))
+        return Plan(None, _observing(targets, now))
     braked = brake(targets, spec, now, blind)
     active = {t.id for t in targets if t.state in states.IN_RECOVERY}
     room = max(spec.max_concurrent - len(active | set(running)), 0)
