@@ -112,6 +112,21 @@ def test_a_server_its_user_paused_is_suppressed_not_unpaused(make_world):
     assert _nova(w, 0) == [('start', None)]
 
 
+def test_a_lost_guest_its_user_asked_to_stop_is_left_alone(make_world):
+    """Nova could not stop it (its guest is gone) and shows it ACTIVE.
+
+    The user still meant it not to run: no REBOOT HARD, no RECREATE.
+    """
+    w = make_world(servers=3, pool=False)
+    _watching(w)
+    w.break_server(0, 'VANISHED')
+    w.user_nova('stop', 0)
+    w.run(60)
+    assert _nova(w, 0) == []
+    assert _row(w, 0).state == 'SUPPRESSED'
+    assert _row(w, 0).state_reason.startswith('stopped by user demo at ')
+
+
 def test_a_stop_nova_made_itself_is_still_healed(make_world):
     """The guest shut down; Nova's power sync stopped it, with no user."""
     w = make_world(servers=3, pool=False)

@@ -255,7 +255,8 @@ class AttemptStages(object):
         """Why the server's state is its user's doing, or None.
 
         Only for a server Nova shows stopped, paused, suspended, shelved
-        or deleted, and a policy that respects its users' actions: Nova's
+        or deleted (or ACTIVE, after such a request Nova could not carry
+        out), and a policy that respects its users' actions: Nova's
         instance actions say who asked. Unread (Nova errors) is no
         intent: the server is judged as any other.
         """

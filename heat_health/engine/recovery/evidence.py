@@ -38,7 +38,12 @@ _DELIBERATE = {
     'soft-delete': frozenset(['delete']),
     'deleted': frozenset(['delete']),
 }
-DELIBERATE_STATES = frozenset(_DELIBERATE)
+# A user's stop (pause...) that Nova could not carry out leaves a lost
+# guest's server ACTIVE: the user still did not want it to run.
+_REVERTED_IN = 'active'
+_ANY_DELIBERATE = frozenset().union(*_DELIBERATE.values())
+# vm_states whose cause Nova's instance actions are asked for.
+DELIBERATE_STATES = frozenset(_DELIBERATE) | {_REVERTED_IN}
 # Instance actions of recovery's own fencing.
 _FENCING = frozenset(['stop', 'delete', 'forceDelete'])
 # Seconds Nova's clock and the engine's may differ by.
@@ -94,7 +99,9 @@ def deliberate(vm_state, actions, fenced_since=None):
     """The user's action that put the server in ``vm_state``, or None.
 
     :param vm_state: Nova's vm_state, or None for a server Nova no
-        longer has.
+        longer has. ACTIVE with a user's stop (pause...) latest: Nova
+        could not carry it out (a guest lost from its host), and the
+        user still meant it not to run.
     :param actions: its instance actions, newest first (``action``,
         ``user_id``, ``request_id``, ``start_time``).
     :param fenced_since: when recovery began to fence the server (stop
@@ -102,7 +109,12 @@ def deliberate(vm_state, actions, fenced_since=None):
         owner, so Nova records recovery's own stop as the owner's; one
         begun since then is recovery's, not a user's intent.
     """
-    wanted = _GONE_BY if vm_state is None else _DELIBERATE.get(vm_state)
+    if vm_state is None:
+        wanted = _GONE_BY
+    elif vm_state == _REVERTED_IN:
+        wanted = _ANY_DELIBERATE
+    else:
+        wanted = _DELIBERATE.get(vm_state)
     if not wanted or not actions:
         return None
     latest = actions[0]
