@@ -1151,6 +1151,9 @@ class Checker(object):
                 continue
             row = self._row_at(address, policy.id,
                                by_server.get(policy.id, {}))
+            if row is not None and not self._holds(row, address):
+                # Its server was replaced: the member leaves with it.
+                continue
             done = self._drain_over(policy.id, row)
             if done:
                 owed.add(('weight', policy.id, pool_id, address, weight,
@@ -1278,6 +1281,11 @@ class Checker(object):
         return (drain + parsed.recovery.node_delete_timeout + update +
                 action + verify + RECOVERY_SLACK_SECONDS)
 
+    def _holds(self, row, address):
+        """Whether the row's server now is the one at ``address``."""
+        server = self.w.nova.servers.get(row.server_id)
+        return server is not None and address in server.addresses
+
     def _row_at(self, address, policy_id, by_server):
         """The policy's row of the server at ``address`` (or replacing it).
 
@@ -1290,9 +1298,10 @@ class Checker(object):
                 if row is not None:
                     return row
                 for candidate in self.rows.values():
-                    if candidate.policy_id == policy_id and (
-                            candidate.recovery or {}).get(
-                                'old_server_id') == server.id:
+                    recovery = candidate.recovery or {}
+                    if candidate.policy_id == policy_id and server.id in (
+                            recovery.get('old_server_id'),
+                            recovery.get('drained_of')):
                         return candidate
         return None
 
