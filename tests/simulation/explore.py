@@ -401,7 +401,8 @@ class Explorer(object):
                    (5 if row and row.paused else 0.5, 'pause'),
                    (5 if row and not row.enabled else 0.5, 'disable'),
                    (0.3, 'mark_healthy'), (0.2, 'mark_unhealthy'),
-                   (0.3, 'reset_mark'), (0.2, 'pause_heal'),
+                   (0.3, 'reset_mark'),
+                   (3 if self._deciding(policy) else 0.2, 'pause_heal'),
                    (0.4, 'user_stop'),
                    (3 if self._observing(policy) else 0.2, 'observe'),
                    (0.1, 'delete_policy')]
@@ -806,12 +807,30 @@ class Explorer(object):
         """The second write of a user's reset, as a step of its own."""
         return self._user_resets()
 
+    def _deciding(self, policy):
+        """Indexes of targets whose decision waits to be carried out."""
+        policy_id = self.world.policies[policy].id
+        waiting = {row.place for row in self.checker.rows.values()
+                   if row.policy_id == policy_id and
+                   row.state == 'RECOVERING' and
+                   (row.recovery or {}).get('stage') == 'intent'}
+        if not waiting:
+            return []
+        return [i for i, place in enumerate(self.world.places(policy))
+                if place in waiting]
+
     def _pause_heal(self, policy):
-        """Paused while a server fails, healed by hand, resumed later."""
+        """Paused while a server fails, healed by hand, resumed later.
+
+        Most often while a decision waits (its drain, its host): the
+        decision must not be carried out on the healed server.
+        """
         w = self.world
-        failing = [i for i in self._reporting(policy)
-                   if w.state(i, policy) in ('UNHEALTHY', 'RECOVERING',
-                                             'VERIFYING', 'SUSPECT')]
+        reporting = self._reporting(policy)
+        failing = [i for i in self._deciding(policy) if i in reporting] or [
+            i for i in reporting
+            if w.state(i, policy) in ('UNHEALTHY', 'RECOVERING',
+                                      'VERIFYING', 'SUSPECT')]
         if not failing:
             return 'pause and heal: no failing server'
         index = self.rnd.choice(failing)
