@@ -24,8 +24,9 @@ CONSOLE_LINES = 100
 CONSOLE_BYTES = 4096
 # Instance actions kept, newest first.
 ACTIONS_KEPT = 5
-# Longest wait for Nova's answers.
-READ_SECONDS = 10.0
+# Longest wait for Nova's answers: a console log comes in milliseconds,
+# and a RECREATE waits for it before its fence and mark.
+READ_SECONDS = 3.0
 
 
 def _console(nova, server_id):
