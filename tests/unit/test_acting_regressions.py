@@ -130,6 +130,17 @@ def _timeline(w, new_state):
     return [r.reason for r in reversed(rows) if r.new_state == new_state]
 
 
+def healed_then_updated(w, index, server_id):
+    """Healed by itself, then a user's update: the server is kept."""
+    w.heal_server(index)
+    w.run_until(lambda: w.state(index) == 'HEALTHY')
+    w.run(5)
+    w.user_update()
+    w.run(heat_double.UPDATE_SECONDS + 5)
+    assert w.heat.replacements == []
+    assert w.server_id(index) == server_id
+
+
 # The regressions
 
 
@@ -255,13 +266,7 @@ def test_a_server_healed_after_give_up_is_not_replaced_by_the_next_update(
     _given_up(w, 0)
     assert w.heat.marks == []
     w.lock_server(0, False)
-    w.heal_server(0)
-    w.run_until(lambda: w.state(0) == 'HEALTHY')
-    w.run(5)
-    w.user_update()
-    w.run(heat_double.UPDATE_SECONDS + 5)
-    assert w.heat.replacements == []
-    assert w.server_id(0) == server_id
+    healed_then_updated(w, 0, server_id)
 
 
 def test_max_concurrent_counts_a_start_still_under_way(make_world):

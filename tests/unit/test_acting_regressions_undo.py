@@ -33,13 +33,7 @@ def test_a_users_reset_racing_recoverys_mark_leaves_no_check_failed(
     assert [m.physical_id for m in w.heat.marks
             if m.source == 'recovery'] == [server_id]
     w.user_resets_target(0)
-    w.heal_server(0)
-    w.run_until(lambda: w.state(0) == 'HEALTHY')
-    w.run(5)
-    w.user_update()
-    w.run(heat_double.UPDATE_SECONDS + 5)
-    assert w.heat.replacements == []
-    assert w.server_id(0) == server_id
+    acting.healed_then_updated(w, 0, server_id)
 
 
 def _drained_while_starting(w):
