@@ -104,7 +104,9 @@ def test_error_is_recreated_with_a_new_id(demo, admin, stacks):
 
 @pytest.mark.real_nova
 def test_vanished_server_is_recreated(demo, admin, stacks):
-    stack, targets = h.heal_stack(stacks, demo, 'heal-vanish', count=2)
+    # An admin's delete is an intent the policy is told to override.
+    stack, targets = h.heal_stack(stacks, demo, 'heal-vanish', count=2,
+                                  recovery={'respect_user_actions': False})
     victim = targets['workers/1']['server_id']
     # Deleted behind Heat's back, by an admin.
     faults.break_server(admin, victim, 'delete')
@@ -379,7 +381,8 @@ def test_fencing_stops_the_old_server_before_the_new_one_exists(
 @pytest.mark.real_nova
 def test_autoscaling_group_keeps_its_size(demo, admin, stacks):
     stack = stacks('heal-asg', 'heal_asg.yaml',
-                   'recovery=%s' % json.dumps(h.RECREATE_ONLY))
+                   'recovery=%s' % json.dumps(dict(
+                       h.RECREATE_ONLY, respect_user_actions=False)))
     targets = demo.wait_for(lambda: h.all_healthy(demo, stack, 1),
                             'the member HEALTHY')
     [victim] = [t['server_id'] for t in targets.values()]
