@@ -7,17 +7,8 @@ seeded explorer can find such effects too.
 
 from tests.simulation import invariants
 from tests.simulation import truth
-
-GRACE = 20
-
-
-def _unhealthy(w, engine, index=0, how='SHUTOFF'):
-    engine.tick()
-    w.advance(GRACE + 1)
-    w.break_server(index, how)
-    w.advance(2)
-    engine.tick()
-    assert w.state(index) == 'UNHEALTHY'
+from tests.unit.test_simulation_findings import _unhealthy
+from tests.unit.test_simulation_findings import GRACE
 
 
 def _step(checker, engine, op, do):
