@@ -40,6 +40,7 @@ policy_set_error = policies.policy_set_error
 policy_set_paused = policies.policy_set_paused
 
 leftovers = targets.leftovers
+RUNNING_WORKFLOW = targets.RUNNING_WORKFLOW
 drain_states = targets.drain_states
 HELD, RESTORING, RESTORED = targets.HELD, targets.RESTORING, targets.RESTORED
 owner_index = targets.owner_index

@@ -16,15 +16,23 @@ from heat_health.db import models
 from heat_health.db import session as db_session
 
 
+# The recovery key of a workflow execution that may still run: kept until
+# it is seen ended, so that no later attempt acts beside it.
+RUNNING_WORKFLOW = 'workflow_running'
+
+
 def leftovers(recovery):
     """What a finished recovery still has to undo, or None.
 
     Members it drained and did not restore yet (``drained``, of the
-    server ``drained_of``), and the server whose resource it marked
-    CHECK_FAILED (``marked_failed``).
+    server ``drained_of``), the server whose resource it marked
+    CHECK_FAILED (``marked_failed``), and a workflow execution that may
+    still run (``RUNNING_WORKFLOW``).
     """
     recovery = recovery or {}
     left = {}
+    if recovery.get(RUNNING_WORKFLOW):
+        left[RUNNING_WORKFLOW] = recovery[RUNNING_WORKFLOW]
     if recovery.get('drained') and not recovery.get('restored'):
         left['drained'] = recovery['drained']
         if recovery.get('drained_of'):

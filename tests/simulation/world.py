@@ -472,8 +472,15 @@ class World(object):
         if leftovers is None:
             policy_object.Policy.delete(found.id)
         else:
-            leftovers.delete_policy(self.engines[0].undoer,
-                                    policy_object.Policy.get(found.id))
+            try:
+                leftovers.delete_policy(self.engines[0].undoer,
+                                        policy_object.Policy.get(found.id))
+            except faults_mod.Crash:
+                # The endpoint's engine died half way: Heat's delete
+                # failed and is asked again, another engine answering.
+                self.note('%s delete interrupted; asked again' % found.id)
+                leftovers.delete_policy(self.engines[-1].undoer,
+                                        policy_object.Policy.get(found.id))
         found.deleted = True
         self.note('%s deleted' % found.id)
 

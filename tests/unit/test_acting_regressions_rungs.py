@@ -5,6 +5,8 @@ loop and replacer through the world and asserts what the stack's owner
 would notice.
 """
 
+from mistralclient.api import base as mistral_base
+
 from tests.unit import test_acting_regressions as acting
 
 HANG = {'name': 'wf-hang', 'type': 'MISTRAL_WORKFLOW'}
@@ -39,6 +41,63 @@ def test_a_workflow_start_whose_answer_is_lost_is_followed_not_doubled(
     assert acting._nova(w, 0) == [('reboot', 'HARD')]
     assert len(w.mistral.started) == 1
     assert w.engines[0].errors == []
+
+
+def _mistral_silent(w, times):
+    """Mistral answers nothing the next ``times`` reads or cancels."""
+    for call in ('list', 'get', 'update'):
+        w.mistral.faults.add(call, mistral_base.APIException(
+            503, 'Service Unavailable'), times)
+
+
+def test_an_unanswered_start_mistral_cannot_look_up_holds_the_next_rung(
+        make_world):
+    """The start's answer is lost and Mistral cannot be asked for a while.
+
+    At the deadline the attempt escalated and a HARD reboot followed
+    while the unfound execution still ran. Now the next rung waits until
+    Mistral says the execution is over, cancelled first.
+    """
+    w = make_world(servers=2, pool=False, policy={'recovery': dict(
+        acting.NO_JITTER, actions=[HANG, HARD])})
+    acting._watching(w)
+    w.mistral.lose_answers()
+    _mistral_silent(w, 1000)
+    acting._fails(w, 0)
+    acting._recovery_pass(w.engines[0])
+    [started] = w.mistral.started
+    w.run(3 * acting.VERIFY)
+    assert acting._nova(w, 0) == []
+    assert w.state(0) == 'VERIFYING'
+    assert 'may still be running' in acting._row(w, 0).state_reason
+    w.mistral.faults.clear()
+    w.run_until(lambda: acting._nova(w, 0))
+    assert w.mistral.executions[started.execution_id].state == 'CANCELLED'
+    assert acting._nova(w, 0) == [('reboot', 'HARD')]
+
+
+def test_a_workflow_a_user_s_reset_left_running_is_cancelled_first(
+        make_world):
+    """The user says the server is healthy while its workflow runs.
+
+    The reset forgot the execution: when the server failed again, a new
+    attempt started a second one beside it. The execution is kept
+    through the reset and cancelled before the next attempt acts.
+    """
+    w = make_world(servers=2, pool=False, policy={'recovery': dict(
+        acting.NO_JITTER, actions=[HANG, HARD])})
+    acting._watching(w)
+    acting._fails(w, 0)
+    acting._recovery_pass(w.engines[0])
+    [first] = w.mistral.started
+    w.mark_healthy(0)
+    w.advance(2)
+    w.break_server(0, 'SHUTOFF')
+    w.run_until(lambda: len(w.mistral.started) > 1 or acting._nova(w, 0))
+    assert w.mistral.executions[first.execution_id].state == 'CANCELLED'
+    running = [x for x in w.mistral.executions.values()
+               if x.state == 'RUNNING']
+    assert len(running) <= 1, running
 
 
 def _recreating(make_world, **recovery):

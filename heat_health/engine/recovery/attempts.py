@@ -17,6 +17,7 @@ from heat_health.engine.monitor import states
 from heat_health.engine.pools import lb_drain
 from heat_health.engine.recovery import evidence
 from heat_health.engine.recovery import nova_actions
+from heat_health.engine.recovery import outside_stages
 from heat_health.engine.recovery import planner
 from heat_health.engine.recovery import recreate
 from heat_health.engine.recovery import settled_state
@@ -425,6 +426,13 @@ class AttemptStages(object):
             self.timeline.hold(policy, target, 'not now: %s' % gone,
                                self._clock())
             return
+        # A workflow an earlier attempt started, left running by its
+        # user's reset: stopped first, never acted beside.
+        ended, why = self._stop_workflow(policy, target)
+        if not ended:
+            self.timeline.hold(policy, target, 'not now: %s' % why,
+                               self._clock())
+            return
         ladder, index, action = self._choose(policy, found, step.step,
                                              host_down)
         # What was detected, not what the last rung said of itself.
@@ -444,6 +452,7 @@ class AttemptStages(object):
         attempts = planner.attempts_in_window(target, spec, now)
         attempt = attempts + 1
         recovery = db_api.leftovers(target.recovery) or {}
+        recovery.pop(outside_stages.RUNNING, None)
         if recovery.get('drained_of', target.server_id) != target.server_id:
             # Drained members of a server replaced since left with it.
             recovery.pop('drained', None)
@@ -480,6 +489,7 @@ class AttemptStages(object):
         elif action[0] != RECREATE:
             # Nothing to do before the action: it is sent right away.
             recovery['stage'] = ISSUING
+            outside_stages.note_issuing(target, recovery)
         reason = ('%s started (attempt %d of %d, step %d of %d): %s' % (
             _label(action), attempt, spec.max_attempts, index + 1,
             len(ladder), target.reason or 'unhealthy'))
@@ -565,6 +575,7 @@ class AttemptStages(object):
             return self._recreate(policy, target, recovery, nova)
         if stage == INTENT:
             recovery['stage'] = ISSUING
+            outside_stages.note_issuing(target, recovery)
             if not self._store_stage(target, recovery, None):
                 return
         if recovery.get('stage') == ISSUING:
@@ -801,8 +812,11 @@ class AttemptStages(object):
         busy = self._still_acting(policy, target, place)
         if busy:
             return self._verify_later(target, busy)
-        stopped = self._stop_workflow(policy, target)
+        ended, stopped = self._stop_workflow(policy, target)
+        if not ended:
+            return self._verify_later(target, stopped)
         recovery = dict(target.recovery or {})
+        recovery.pop(outside_stages.RUNNING, None)
         ladder = recovery.get('ladder') or []
         nxt = ladder[min(step.next_step, len(ladder) - 1)] if ladder else None
         recovery.update(stage=ESCALATE, next_step=step.next_step)

@@ -21,6 +21,7 @@ import datetime
 
 from oslo_log import log as logging
 
+from heat_health.db import api as db_api
 from heat_health.engine.monitor import states
 from heat_health.engine.recovery import outside_rungs
 from heat_health.engine.recovery import planner
@@ -41,6 +42,16 @@ def _description(target, recovery):
     return 'heat-health recovery of server %s (target %s, attempt %s, ' \
         'started %s)' % (target.server_id, target.id,
                          recovery.get('attempt'), recovery.get('started_at'))
+
+
+# Set before an execution is started, dropped once it is seen ended.
+RUNNING = db_api.RUNNING_WORKFLOW
+
+
+def note_issuing(target, recovery):
+    """Record the execution a workflow rung is about to start."""
+    if recovery.get('action') == MISTRAL_WORKFLOW:
+        recovery[RUNNING] = {'description': _description(target, recovery)}
 
 
 class OutsideStages(object):
@@ -116,7 +127,9 @@ class OutsideStages(object):
                 description)
         except outside_rungs.AnswerLost as e:
             return self._found_unanswered(workflows, description, label, e)
-        return ({'execution': execution, 'execution_state': state},
+        return ({'execution': execution, 'execution_state': state,
+                 RUNNING: {'description': description,
+                           'execution': execution}},
                 '%s started: execution %s %s: verifying' % (
                     label, execution, state))
 
@@ -136,7 +149,9 @@ class OutsideStages(object):
         if found is None:
             raise outside_rungs.RungFailed('%s; Mistral has no execution '
                                            'of it' % lost)
-        return ({'execution': found[0], 'execution_state': found[1]},
+        return ({'execution': found[0], 'execution_state': found[1],
+                 RUNNING: {'description': description,
+                           'execution': found[0]}},
                 '%s started, its answer lost (%s): execution %s %s: '
                 'verifying' % (label, lost, found[0], found[1]))
 
@@ -197,6 +212,8 @@ class OutsideStages(object):
         if state == recovery.get('execution_state'):
             return
         recovery['execution_state'] = state
+        if state in planner.EXECUTION_ENDED:
+            recovery.pop(RUNNING, None)
         label = policy_spec.rung_label(recovery.get('action'),
                                        recovery.get('params'))
         if state in ('ERROR', outside_rungs.CANCELLED):
@@ -213,28 +230,34 @@ class OutsideStages(object):
                                    {'recovery': recovery}, at=now):
             self.timeline.heat_event(target, 'IN_PROGRESS', reason)
 
-    def _stop_workflow(self, policy, target):
-        """Cancel the rung's execution still running at its deadline.
+    def _stop_workflow(self, policy, target, recovery=None):
+        """Cancel an execution recovery started that may still run.
 
-        Returns what the timeline says of it ('' when there is none).
+        Before the next rung, and before a new attempt: one its user's
+        reset left running. Returns (ended, what the timeline says of it);
+        not ended while Mistral cannot say the execution is over, as the
+        next effect would then act beside a workflow that still does.
         """
-        recovery = target.recovery or {}
-        if (recovery.get('action') != MISTRAL_WORKFLOW or
-                recovery.get('execution_state') in planner.EXECUTION_ENDED):
-            return ''
-        execution = recovery.get('execution')
-        if not execution:
-            # Started without an answer, or taken over: looked up again.
-            found = self._sent_before(policy, target)
-            if found.get('execution_state') in planner.EXECUTION_ENDED:
-                return ''
-            execution = found.get('execution')
-        if not execution:
-            return ''
-        self._follow_after.pop(target.id, None)
+        record = (recovery or target.recovery or {}).get(RUNNING)
+        if not record:
+            return True, ''
+        workflows = self._workflows(policy.stack_id)
+        execution = record.get('execution')
         try:
-            self._workflows(policy.stack_id).cancel(execution)
+            if execution:
+                state = workflows.state(execution)[0]
+            else:
+                # Started without an answer, or taken over: looked up.
+                found = workflows.find(record.get('description'))
+                if found is None:
+                    return True, ''
+                execution, state = found
+            if state in planner.EXECUTION_ENDED:
+                return True, ''
+            self._follow_after.pop(target.id, None)
+            workflows.cancel(execution)
         except outside_rungs.RungFailed as e:
-            return ' (execution %s still running, not cancelled: %s)' % (
-                execution, e)
-        return ' (execution %s cancelled)' % execution
+            return False, '%s may still be running: %s' % (
+                'execution %s' % execution if execution else
+                'the execution "%s"' % record.get('description'), e)
+        return True, ' (execution %s cancelled)' % execution
