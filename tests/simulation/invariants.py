@@ -645,10 +645,16 @@ class Checker(object):
                 if not marks or marks[-1].source != 'recovery':
                     continue
                 server_id = marks[-1].server_id or marks[-1].physical_id
-                for key, row in self.rows.items():
-                    if row.server_id != server_id and (
-                            row.recovery or {}).get('old_server_id') != \
-                            server_id:
+                rows = [(key, row) for key, row in self.rows.items()
+                        if server_id in (row.server_id, (
+                            row.recovery or {}).get('old_server_id'))]
+                # Another policy watching the server may replace it by a
+                # RECREATE of its own: only the one that gave up stops.
+                replacing = {row.policy_id for _key, row in rows
+                             if (row.recovery or {}).get('action') ==
+                             'RECREATE' and row.state in IN_RECOVERY}
+                for key, row in rows:
+                    if replacing - {row.policy_id}:
                         continue
                     if row.state == 'GAVE_UP' and \
                             before.get(key, (None,))[0] == 'GAVE_UP':
