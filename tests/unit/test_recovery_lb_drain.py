@@ -148,6 +148,23 @@ def test_a_drain_carried_on_at_the_next_pass_is_done_then(fake, drainer):
     assert _weights(fake) == {'10.0.0.5': 0, '10.0.0.6': 1}
 
 
+def test_a_drain_put_off_is_not_sent_by_another_server_s_later(fake,
+                                                               drainer):
+    """A drain the busy load balancer put off, then not asked again.
+
+    Its recovery was paused meanwhile and its server healed: another
+    server's drain, much later, sent the old one with its own, taking a
+    healthy server out of the pool on a decision nobody checked again.
+    """
+    fake.busy = True
+    first = drainer.members('stack', 's1')
+    with pytest.raises(lb_drain.NotYet):
+        drainer.drain('stack', first, waited=0)
+    fake.busy = False
+    drainer.drain('stack', drainer.members('stack', 's2'), waited=0)
+    assert _weights(fake) == {'10.0.0.5': 5, '10.0.0.6': 0}
+
+
 def test_a_restore_is_never_given_up_only_put_off(fake, drainer):
     drained = _drain(drainer)
     fake.busy = True

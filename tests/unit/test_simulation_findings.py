@@ -393,3 +393,34 @@ def test_a_users_update_after_ours_holds_the_next_fence(make_world):
     w.run_until(lambda: w.server_id(1) != second and
                 w.state(1) == 'HEALTHY')
     assert engine.errors == []
+
+
+def test_a_drain_put_off_is_not_sent_with_a_later_one(make_world):
+    """A drain the busy load balancer put off rode a later batch.
+
+    The drainer kept the change pending in memory: the server healed
+    meanwhile (in the explorer, while its policy was paused 900 s), and
+    the next server's drain sent it with its own, taking the healthy
+    server's member to weight 0 before its stale decision was looked at
+    again. Explorer: seed 754, 96 steps (``drain of member 10.0.0.2 ...
+    last seen failing 903s before``).
+    """
+    w = make_world(engines=1, servers=6, pool=True,
+                   policy={'recovery': {'max_concurrent': 2}})
+    engine = w.engines[0]
+    spec = w.heat.lb_specs(w.policies[0].stack_id)[0]
+    _unhealthy(w, engine)
+    before = w.weights()
+    w.octavia.hold(spec['loadbalancer_id'], 60)
+    engine.recovery_pass()
+    engine.run_steps()
+    assert w.weights() == before
+    w.heal_server(0)
+    w.advance(61)
+    w.break_server(1, 'SHUTOFF')
+    w.advance(2)
+    engine.tick()
+    engine.recovery_pass()
+    engine.run_step(engine.steps.index('Start %s' % w.server_id(1)))
+    drained = {a for a, weight in w.weights().items() if weight == 0}
+    assert drained == set(w.server(1).addresses), w.weights()

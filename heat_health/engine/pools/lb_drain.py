@@ -194,7 +194,7 @@ class Drainer(object):
         Returns {address: weight it had} of those the pool holds. A
         change another caller's batch sent (meanwhile, or within
         SENT_SECONDS) is not sent again. Raises as ``_send`` does; the
-        changes of a batch that raised wait for the next one.
+        changes of a call that raised are withdrawn.
         """
         line = self._line(pool.pool_id)
         olds = {}
@@ -225,7 +225,17 @@ class Drainer(object):
                     else:
                         line.pending[address] = weights[address]
             if left:
-                sent = self._send(pool, spec, line, waited, settle)
+                try:
+                    sent = self._send(pool, spec, line, waited, settle)
+                except Exception:
+                    # Not carried by another caller's batch later: each
+                    # change is asked again by its caller, whose next
+                    # pass checks first that it is still wanted.
+                    with line.guard:
+                        for address in left:
+                            if line.pending.get(address) == weights[address]:
+                                del line.pending[address]
+                    raise
                 olds.update((a, w) for a, w in sent.items() if a in left)
         return olds
 
