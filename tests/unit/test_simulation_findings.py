@@ -424,3 +424,72 @@ def test_a_drain_put_off_is_not_sent_with_a_later_one(make_world):
     engine.run_step(engine.steps.index('Start %s' % w.server_id(1)))
     drained = {a for a, weight in w.weights().items() if weight == 0}
     assert drained == set(w.server(1).addresses), w.weights()
+
+
+def test_no_action_on_evidence_from_before_another_policys(make_world):
+    """A poll URL verdict outlived the other policy's reboot that healed.
+
+    Two policies decided on the same failed server; the other policy's
+    hard reboot healed it, and this one's stored decision, carried out
+    later with no new verdict, still took its poll URL failure from
+    before that reboot for fresh (within the evidence bound) and rebooted
+    the healed server again. Explorer: seed 1970 (``Nova action reboot
+    HARD by policy-0 on srv-0006 (ACTIVE, power 1 now): last seen failing
+    23s before``).
+    """
+    w = make_world(engines=1, servers=2, pool=False, shared=True,
+                   policy={'recovery': {'actions': [
+                       {'name': 'REBOOT', 'params': {'type': 'HARD'}}]}})
+    engine = w.engines[0]
+    engine.tick()
+    w.advance(GRACE + 1)
+    w.break_server(0, 'SHUTOFF')
+    w.advance(2)
+    engine.tick()
+    engine.recovery_pass()
+    assert engine.steps == ['Start %s' % w.server_id(0)] * 2
+    engine.run_step(1)              # policy-shared's
+    assert len(w.accepted()) == 1
+    w.advance(GRACE)                # its reboot over, no verdict since
+    assert w.server(0).status == 'ACTIVE'
+    engine.run_step(0)              # policy-0's, decided before it
+    assert len(w.accepted()) == 1
+
+
+def test_no_update_beside_the_mark_of_a_server_healed(make_world):
+    """Another server's stack update replaced a healed server marked.
+
+    A RECREATE abandoned after its mark (the server healthy again) leaves
+    its CHECK_FAILED for the next pass's Unmark; the update asked for
+    another server of the stack in the same pass replaced the healthy
+    server too (heat-engine replaces every resource marked). Explorer:
+    seed 2424 (``stack update replacing nested-p0/0 by policy-0 on
+    srv-0001 (ACTIVE, power 1 now): last seen failing 38s before``).
+    """
+    w = make_world(engines=1, servers=3, pool=False,
+                   policy={'recovery': {'actions': [{'name': 'RECREATE'}]}})
+    engine = w.engines[0]
+    _unhealthy(w, engine)
+    engine.recovery_pass()
+    engine.run_steps()
+    healed = [(m.stack_id, m.resource_name) for m in w.heat.marks]
+    assert len(healed) == 1
+    w.heal_server(0)
+    w.advance(5)
+    engine.tick()
+    engine.recovery_pass()
+    engine.run_steps()              # abandoned: its mark to be cleared
+    assert w.state(0) == 'HEALTHY'
+    w.break_server(1, 'SHUTOFF')
+    w.advance(7)
+    engine.tick()
+    engine.recovery_pass()
+    engine.run_step(engine.steps.index('Start %s' % w.server_id(1)))
+    engine.recovery_pass()
+    replace = 'ReplaceMarked %s' % w.server_id(1)
+    if replace in engine.steps:
+        engine.run_step(engine.steps.index(replace))
+    w.run(60)
+    updates = [u for u in w.heat.updates if u.kind == 'recovery']
+    assert updates
+    assert not [u for u in updates if healed[0] in u.marked]

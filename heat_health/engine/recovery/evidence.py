@@ -10,7 +10,8 @@ with no I/O and no clock of its own:
   in error, stopped or with a guest that does not run, keeps a task on
   it past the stuck deadline, or when a detector that does not read Nova
   (its poll URL, its load balancer) said it failed within the evidence
-  bound; otherwise it is not, whatever was decided before;
+  bound, since Nova last changed the server; otherwise it is not,
+  whatever was decided before;
 * ``deliberate``: a server Nova shows stopped, paused, suspended, shelved
   or deleted by an action a user (or an admin) asked for is not failing:
   Nova's instance actions say who asked. A stop Nova made itself after
@@ -64,6 +65,15 @@ def _age(now, then):
     return (now - then).total_seconds()
 
 
+def _changed_at(found):
+    """When Nova last changed the server (naive UTC), or None."""
+    try:
+        when = datetime.datetime.fromisoformat(found.updated)
+    except (TypeError, ValueError):
+        return None
+    return when.replace(tzinfo=None)
+
+
 def judge(found, verdicts, now, max_age, stuck=False):
     """Whether the server fails now, by Nova's view and fresh verdicts.
 
@@ -84,9 +94,17 @@ def judge(found, verdicts, now, max_age, stuck=False):
     said = nova_status.verdict(found.status, found.power_state)
     if said is not None and said[0] == obs.UNHEALTHY:
         return Judgement(True, said[1])
+    # A verdict from before Nova last changed the server (a task ended: a
+    # reboot or start, whichever policy or user asked for it) saw the
+    # server before that change or while it was under way, not as it is
+    # now: its detector is to say it again.
+    changed = _changed_at(found)
+    if changed is not None:
+        changed += datetime.timedelta(seconds=CLOCK_SKEW_SECONDS)
     fresh = [o for mode, o in verdicts.items()
              if mode not in NOVA_SOURCES and o.verdict == obs.UNHEALTHY and
-             _age(now, o.observed_at) <= max_age]
+             _age(now, o.observed_at) <= max_age and
+             (changed is None or o.observed_at >= changed)]
     if fresh:
         latest = max(fresh, key=lambda o: o.observed_at)
         return Judgement(True, '%s [%s]' % (latest.reason, latest.source))

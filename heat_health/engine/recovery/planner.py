@@ -253,7 +253,19 @@ def _replacements(targets, marked, running, starting, now, gather,
     for target in marked:
         groups.setdefault(key(target), []).append(target)
     return [ReplaceMarked(tuple(group)) for k, group in groups.items()
-            if _gathered(shares[k], group, running, starting, now, gather)]
+            if _gathered(shares[k], group, running, starting, now, gather)
+            and not any(_mark_left(t) for t in shares[k])]
+
+
+def _mark_left(target):
+    """Whether the target's CHECK_FAILED waits to be cleared.
+
+    Heat replaces every resource marked in the stack it updates: the
+    update of the others waits until the mark of a recovery abandoned
+    (its server healthy again) or given up is cleared (``Unmark``).
+    """
+    return bool(target.state in _UNDONE_IN | {states.GAVE_UP} and
+                (target.recovery or {}).get('marked_failed'))
 
 
 def plan(policy, targets, now, running=(), engine_room=None, blind=None,
