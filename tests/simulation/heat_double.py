@@ -744,8 +744,13 @@ class HeatDouble(object):
             return False
         cleared = []
         member = self._nearest_member(stack_id)
-        if member is not None:
-            group, held = self._member_holding(stack_id, member)
+        try:
+            group, held = (self._member_holding(stack_id, member)
+                           if member is not None else (None, None))
+        except heat_replace.ServerMoved:
+            # As the replacer: a member that moved is not ours to clear.
+            group = held = None
+        if held is not None:
             marks = [m for m in self.marks
                      if (m.stack_id, m.resource_name, m.physical_id) ==
                      (group.id, held.name, held.physical_id)]
