@@ -6,6 +6,8 @@ those of the explorer and the acting core of the time (the explorer has
 changed its schedule since, so they no longer replay the same run).
 """
 
+from tests.simulation import explore
+
 GRACE = 20
 
 
@@ -493,3 +495,17 @@ def test_no_update_beside_the_mark_of_a_server_healed(make_world):
     updates = [u for u in w.heat.updates if u.kind == 'recovery']
     assert updates
     assert not [u for u in updates if healed[0] in u.marked]
+
+
+def test_a_policy_registered_again_stores_its_brake_again():
+    """The owner remembered its brake by the policy's id and generation.
+
+    A policy deleted and registered again under the same id starts its
+    generations again: the owner took the new row's empty brake for the
+    one it had stored under the same generation before, and five failing
+    servers of five were neither braked nor healed. Replayed by its seed:
+    the two engines' claims that give the same generation again are the
+    explorer's.
+    """
+    result = explore.explore(3026, 190)
+    assert result.violation is None, '\n'.join(result.trace[-15:])

@@ -32,7 +32,7 @@ class WatchedPolicy(object):
     """
 
     __slots__ = ('id', 'stack_id', 'project_id', 'spec', 'generation',
-                 'suspended', 'busy', 'paused', 'braked')
+                 'suspended', 'busy', 'paused', 'braked', 'created_at')
 
     def __init__(self, policy, generation, resolution=None):
         self.id = policy.id
@@ -49,6 +49,9 @@ class WatchedPolicy(object):
         self.paused = getattr(policy, 'paused', None)
         # The brake as stored when the policy was read.
         self.braked = getattr(policy, 'braked', None)
+        # Its row's creation: one deleted and registered again under the
+        # same id starts its generations again.
+        self.created_at = getattr(policy, 'created_at', None)
 
     @property
     def modes(self):

@@ -87,7 +87,8 @@ class Timeline(object):
         # Heat's events: written by the step itself until started.
         self.heat_events = EventWriter(self._record_event)
         self._held = {}          # target id -> kind of hold recorded
-        self._braked = {}        # policy id -> (generation, reason stored)
+        # policy id -> ((row's creation, generation), reason stored)
+        self._braked = {}
 
     def forget(self, target_id):
         """The target is acted on: its next hold is recorded again."""
@@ -101,8 +102,11 @@ class Timeline(object):
         (it may have committed) it is not known, and written again.
         """
         known = self._braked.get(policy.id)
-        stored = (known[1] if known is not None and
-                  known[0] == policy.generation else policy.braked)
+        # A policy deleted and registered again under the same id starts
+        # its generations again: its row's creation tells them apart.
+        held = (policy.created_at, policy.generation)
+        stored = (known[1] if known is not None and known[0] == held
+                  else policy.braked)
         if stored is not _UNKNOWN and (
                 _brake_kind(stored) == _brake_kind(reason)):
             # The same cause (each Nova error has its own request id).
@@ -120,7 +124,7 @@ class Timeline(object):
         except Exception:
             LOG.exception('Could not store the brake of policy %s',
                           policy.id)
-            self._braked[policy.id] = (policy.generation, _UNKNOWN)
+            self._braked[policy.id] = (held, _UNKNOWN)
             return
         if not written:
             return
@@ -129,7 +133,7 @@ class Timeline(object):
                         {'p': policy.id, 'r': reason})
         else:
             LOG.info('Policy %s released its brake', policy.id)
-        self._braked[policy.id] = (policy.generation, reason)
+        self._braked[policy.id] = (held, reason)
 
     def hold(self, policy, target, reason, now):
         """Record once why a failed target is not acted on."""
