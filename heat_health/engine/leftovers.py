@@ -35,13 +35,12 @@ class Undoer(object):
         Returns the ids of the rows left with nothing to undo.
         """
         done = set()
+        failed = self._restore(stack_id, rows)
         for row in rows:
             left = db_api.leftovers(row.recovery)
             try:
-                if left and left.get('drained') and self._drainer:
-                    # Only the members of the server the place holds.
-                    self._drainer.restore(stack_id, left['drained'],
-                                          row.server_id)
+                if row.id in failed:
+                    raise failed[row.id]
                 if left and left.get('marked_failed'):
                     self._replacer.clear_mark(
                         row.stack_id, row.resource_name,
@@ -58,6 +57,22 @@ class Undoer(object):
                          {'p': row.path, 'l': left})
             done.add(row.id)
         return done
+
+    def _restore(self, stack_id, rows):
+        """Give back what the rows drained: {row id: error} of those not.
+
+        All in one batch a pool: a deleted policy's undoing gets one try,
+        and a load balancer busy with the first row's update would refuse
+        the next ones. Only the members of the server each place holds.
+        """
+        drains = {}
+        for row in rows:
+            left = db_api.leftovers(row.recovery) or {}
+            if left.get('drained') and self._drainer:
+                drains[row.id] = (left['drained'], row.server_id)
+        if not drains:
+            return {}
+        return self._drainer.restore_together(stack_id, drains)
 
 
 def sync(undoer, policy_id, stack_id, places, grace_seconds, graced=()):

@@ -59,10 +59,11 @@ and what the doubles recorded since the previous step:
   was replaced (the pool follower may not have removed it yet);
 * liveness with a bound: a member recovery drained gets its weight back
   (or leaves the pool) and a CHECK_FAILED recovery set is cleared once
-  the target is HEALTHY (or GAVE_UP, for members), within
-  ``BOUND_PASSES`` clean recovery passes of the owner (its queue empty
-  before the pass, no fault pending) and ``BOUND_SECONDS``; a fault
-  starts the count again.
+  the target is HEALTHY (or GAVE_UP, for members), or its policy
+  observes and no recovery carries it on (a verification runs to its
+  deadline), within ``BOUND_PASSES`` clean recovery passes of the owner
+  (its queue empty before the pass, no fault pending) and
+  ``BOUND_SECONDS``; a fault starts the count again.
 """
 
 import datetime
@@ -1202,15 +1203,28 @@ class Checker(object):
                     str(i): v for i, v in enumerate(values)})
         return found
 
-    def _acting_mode(self, policy_id):
-        """Why the policy's recovery no longer owns what it did, or None."""
+    def _acting_mode(self, policy_id, target=None):
+        """Why the policy's recovery no longer owns what it did, or None.
+
+        OBSERVE owes only what no recovery carries on: a verification
+        runs to its deadline (its action was sent, the server may yet
+        heal). A target still in recovery is owed under a key of its own,
+        so that what its end (an abandon, an escalation) leaves counts
+        from that end: undoing it takes passes of its own.
+        """
         row = self.policies.get(policy_id)
         if row is None:
             return 'its policy deleted'
-        if ((row.spec or {}).get('recovery') or {}).get('mode') == \
+        if ((row.spec or {}).get('recovery') or {}).get('mode') != \
                 'OBSERVE':
+            return None
+        if target is None or target.state not in IN_RECOVERY:
             return 'its policy in OBSERVE'
-        return None
+        deadline = _time((target.recovery or {}).get('deadline'))
+        if target.state == 'VERIFYING' and deadline is not None and \
+                self.w.clock.now() < deadline:
+            return None
+        return 'its policy in OBSERVE (%d %s)' % (target.id, target.state)
 
     def _drain_over(self, policy_id, row):
         """Why a member recovery drained is owed its weight, or None.
@@ -1218,7 +1232,7 @@ class Checker(object):
         Its target ended (HEALTHY, GAVE_UP, reset by a user), left the
         policy's targets, or the policy was deleted or set to OBSERVE.
         """
-        why = self._acting_mode(policy_id)
+        why = self._acting_mode(policy_id, row)
         if why:
             return why
         if row is None:
@@ -1233,7 +1247,7 @@ class Checker(object):
         Recovery intends to replace it only while its target fails and
         has not been given up on, in a policy that heals.
         """
-        why = self._acting_mode(policy_id)
+        why = self._acting_mode(policy_id, row)
         if why:
             return why
         if row is None:

@@ -509,3 +509,33 @@ def test_a_policy_registered_again_stores_its_brake_again():
     """
     result = explore.explore(3026, 190)
     assert result.violation is None, '\n'.join(result.trace[-15:])
+
+
+def test_a_policy_deleted_gives_back_every_drained_member(make_world):
+    """A deleted policy's second drained member stayed at weight 0.
+
+    Its undoing gave back one row's members at a time, each waiting for
+    the load balancer to take them; the first update kept it busy
+    longer than that wait, the second row's restore found it busy, and
+    the policy went with its rows, the only record of that weight.
+    Explorer: seed 1937, 172 steps (``the next change by recovery keeps
+    its load balancer busy for 15s`` at step 139, ``policy-0 deleted``
+    at 147, ``member 10.0.0.4 ... still not at weight 7``).
+    """
+    w = make_world(engines=1, servers=3, pool=True, weight=7,
+                   policy={'recovery': {'max_concurrent': 2}})
+    engine = w.engines[0]
+    engine.tick()
+    w.advance(GRACE + 1)
+    for index in (0, 1):
+        w.break_server(index, 'SHUTOFF')
+    w.advance(2)
+    engine.tick()
+    engine.recovery_pass()
+    engine.run_steps()
+    addresses = w.server(0).addresses + w.server(1).addresses
+    assert {a: w.weights()[a] for a in addresses} == dict.fromkeys(
+        addresses, 0)
+    w.octavia.slow_next(15)
+    w.delete_policy()
+    assert w.weights() == dict.fromkeys(w.weights(), 7)

@@ -383,6 +383,33 @@ class Drainer(object):
         return self._own(self._set_weights(stack_id, [drained], None),
                          drained)
 
+    def restore_together(self, stack_id, drains):
+        """``restore`` of several servers' members, one batch a pool.
+
+        For a caller that gets one try (a policy deleted): one at a
+        time, the first update keeps the load balancer busy and the
+        next ones would find it so. Nothing waits for the load balancer
+        to take the weights: nothing waits on them.
+
+        :param drains: {key: (drained, server_id)}.
+        Returns {key: error} of those not restored: a member the pool
+        follower has not swapped yet holds back its own key only; a load
+        balancer still busy, all.
+        """
+        mine, failed = {}, {}
+        for key, (drained, server_id) in drains.items():
+            try:
+                mine[key] = self._of_server(stack_id, drained or {},
+                                            server_id)
+            except Exception as ex:
+                failed[key] = ex
+        try:
+            self._set_weights(stack_id, list(mine.values()), None,
+                              settle=False)
+        except Exception as ex:
+            failed.update(dict.fromkeys(mine, ex))
+        return failed
+
     def _of_server(self, stack_id, drained, server_id):
         specs = {s['pool_id']: s for s in self._specs(stack_id)}
         mine = {}
