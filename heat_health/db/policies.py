@@ -40,21 +40,66 @@ def policy_get(policy_id):
         return policy and db_session.detached(session, [policy])[0]
 
 
+# The spec key of a policy deleted whose rows still hold what recovery
+# left (members drained, marks): kept, disabled, until that is undone.
+DELETED = 'deleted'
+
+
+def is_deleted(policy):
+    """Whether the policy was deleted and waits to undo its leftovers."""
+    return bool((policy.spec or {}).get(DELETED))
+
+
 def policy_get_all_by_stack(stack_id):
+    """The stack's policies, none deleted."""
     with db_session.facade.reader.using(db_session.Session()) as session:
         rows = session.query(models.Policy).filter_by(
             stack_id=stack_id).order_by(models.Policy.created_at).all()
-        return db_session.detached(session, rows)
+        return [p for p in db_session.detached(session, rows)
+                if not is_deleted(p)]
 
 
 @db_session.retry_on_deadlock
-def policy_delete(policy_id):
-    """Delete a policy with its targets and events; True if it existed."""
+def policy_delete(policy_id, only_deleted=False):
+    """Delete a policy with its targets and events; True if it existed.
+
+    :param only_deleted: only if it still waits as deleted (not registered
+        again since).
+    """
     with db_session.facade.writer.using(db_session.Session()) as session:
+        if only_deleted:
+            policy = session.get(models.Policy, policy_id)
+            if policy is None or not is_deleted(policy):
+                return False
         session.query(models.Event).filter_by(policy_id=policy_id).delete()
         session.query(models.Target).filter_by(policy_id=policy_id).delete()
         return bool(session.query(models.Policy).filter_by(
             id=policy_id).delete())
+
+
+@db_session.retry_on_deadlock
+def policy_keep_deleted(policy_id, gone):
+    """Keep a deleted policy for what its rows still owe; True if found.
+
+    Its rows ``gone`` (ids of those with nothing left to undo) go; it is
+    disabled and flagged ``DELETED``: nothing watches or acts on it, its
+    owner only undoes what the others hold, then deletes it. Registered
+    again, its spec is written anew and the flag goes.
+    """
+    with db_session.facade.writer.using(db_session.Session()) as session:
+        policy = session.get(models.Policy, policy_id)
+        if policy is None:
+            return False
+        if gone:
+            session.query(models.Target).filter(
+                models.Target.policy_id == policy_id,
+                models.Target.id.in_(list(gone))).delete(
+                    synchronize_session=False)
+        spec = dict(policy.spec or {})
+        spec[DELETED] = True
+        policy.spec = spec
+        policy.enabled = False
+        return True
 
 
 # What changes in a policy's row whenever anything but its lease does: an

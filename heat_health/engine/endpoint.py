@@ -178,7 +178,8 @@ class HealthEndpoint(object):
                                            name=values['id'])
         # The policy belongs to its stack's project, whoever registers it.
         values.update(project_id=stack.tenant, user_id=ctxt.user_id)
-        existed = known is not None
+        # One deleted, kept for its leftovers, is registered anew.
+        existed = known is not None and not known.deleted
         policy_object.Policy.create_or_update(
             values, policy_spec.PolicySpec.parse(values['spec']).grace)
         owned = self.registry.claim(policy_id=values['id'])

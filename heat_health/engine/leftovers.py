@@ -6,8 +6,11 @@ The policy deleted, or the place no longer among its ``targets``, takes
 the row, and with it the only record of the weight to give back: the
 member would stay at weight 0 for good, the mark would wait for the next
 stack update. So the row's leftovers are undone first; a row whose
-undoing failed is kept by a targets' sync, and tried again at the next.
+undoing failed is kept by a targets' sync, and tried again at the next,
+or with its policy deleted, and tried again by its owner.
 """
+
+import functools
 
 from oslo_log import log as logging
 
@@ -102,14 +105,40 @@ def sync(undoer, policy_id, stack_id, places, grace_seconds, graced=()):
 def delete_policy(undoer, policy):
     """Policy.delete, the leftovers of its rows undone first.
 
-    The policy goes whatever its undoing did: what was not undone is
-    logged. Returns whether the policy existed.
+    Rows whose undoing failed are kept with the policy, disabled and
+    flagged deleted (``Policy.keep_deleted``): they hold the only record
+    of what to give back, so its owner tries again (``undo_deleted``).
+    Returns whether the policy existed.
     """
-    if undoer is not None:
-        rows = target_object.Target.get_all(policy.id)
-        done = undoer.undo(policy.stack_id, rows)
-        if len(done) < len(rows):
-            LOG.error('Policy %(id)s deleted with what its recovery left '
-                      'on %(n)d targets not undone (see above)',
-                      {'id': policy.id, 'n': len(rows) - len(done)})
-    return policy_object.Policy.delete(policy.id)
+    if undoer is None:
+        return policy_object.Policy.delete(policy.id)
+    return _undo_rows(undoer, policy, policy_object.Policy.delete)
+
+
+def undo_deleted(undoer, policy):
+    """Try again what a deleted policy's rows owe; delete it once undone.
+
+    Returns whether the policy is gone.
+    """
+    if undoer is None:
+        return policy_object.Policy.delete(policy.id, only_deleted=True)
+    return not _undo_rows(undoer, policy, functools.partial(
+        policy_object.Policy.delete, only_deleted=True))
+
+
+def _undo_rows(undoer, policy, delete):
+    """Undo the policy's rows; delete it, or keep those not undone.
+
+    Returns whether the policy existed.
+    """
+    rows = target_object.Target.get_all(policy.id)
+    owing = [row for row in rows if db_api.leftovers(row.recovery)]
+    done = undoer.undo(policy.stack_id, owing) if owing else set()
+    if len(done) == len(owing):
+        return delete(policy.id)
+    LOG.warning('Policy %(id)s kept, deleted, until what its recovery left '
+                'on %(n)d targets is undone (see above)',
+                {'id': policy.id, 'n': len(owing) - len(done)})
+    kept = {row.id for row in owing} - set(done)
+    return policy_object.Policy.keep_deleted(
+        policy.id, [row.id for row in rows if row.id not in kept])

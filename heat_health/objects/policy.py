@@ -140,8 +140,18 @@ class Policy(base.VersionedObject, base.VersionedObjectDictCompat):
         return db_api.policy_release(engine_id)
 
     @classmethod
-    def delete(cls, policy_id):
-        return db_api.policy_delete(policy_id)
+    def delete(cls, policy_id, only_deleted=False):
+        return db_api.policy_delete(policy_id, only_deleted)
+
+    @classmethod
+    def keep_deleted(cls, policy_id, gone):
+        """Keep it deleted for what its rows owe; see policy_keep_deleted."""
+        return db_api.policy_keep_deleted(policy_id, gone)
+
+    @property
+    def deleted(self):
+        """Deleted, kept only until what its recovery left is undone."""
+        return db_api.policy_is_deleted(self)
 
     @property
     def parsed(self):

@@ -352,6 +352,20 @@ class Engine(object):
         read = (rows_due(policies, now, self._generations.get)
                 if rows_due else {p.id for p in policies})
         synced = set()
+        undo = getattr(leftovers, 'undo_deleted', None)
+        for policy in [p for p in policies
+                       if undo and getattr(p, 'deleted', False)]:
+            # Registry._undo_deleted: kept only for what its rows owe.
+            self._resolutions[policy.id] = registry_mod.HELD
+            self._targets[policy.id] = []
+            try:
+                undo(self.undoer, policy)
+            except faults_mod.Crash:
+                raise
+            except Exception:
+                pass
+        policies = [p for p in policies
+                    if not (undo and getattr(p, 'deleted', False))]
         for policy in policies:
             resolution = self.world.heat.resolution(policy.stack_id,
                                                     policy.parsed.targets)

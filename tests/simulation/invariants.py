@@ -1109,7 +1109,8 @@ class Checker(object):
         now = self.w.clock.now()
         excused = self._excused(engine)
         for policy in engine.tracker.policies():
-            if not self._owner(policy.id, engine):
+            if not self._owner(policy.id, engine) or \
+                    self._deleted(policy.id):
                 continue
             rows = [r for r in self.rows.values() if r.policy_id == policy.id]
             if excused & {r.id for r in rows}:
@@ -1191,7 +1192,7 @@ class Checker(object):
         for key in owed:
             passes, since = self._owed.setdefault(
                 key, (self._passes.get(key[1], 0), now))
-            deleted = key[1] not in self.policies
+            deleted = self._deleted(key[1])
             if ((deleted or self._passes.get(key[1], 0) - passes >=
                  BOUND_PASSES) and
                     now - since >= datetime.timedelta(
@@ -1203,6 +1204,11 @@ class Checker(object):
                     str(i): v for i, v in enumerate(values)})
         return found
 
+    def _deleted(self, policy_id):
+        """Deleted, or kept deleted only until its leftovers are undone."""
+        row = self.policies.get(policy_id)
+        return row is None or bool((row.spec or {}).get('deleted'))
+
     def _acting_mode(self, policy_id, target=None):
         """Why the policy's recovery no longer owns what it did, or None.
 
@@ -1213,7 +1219,7 @@ class Checker(object):
         from that end: undoing it takes passes of its own.
         """
         row = self.policies.get(policy_id)
-        if row is None:
+        if row is None or self._deleted(policy_id):
             return 'its policy deleted'
         if ((row.spec or {}).get('recovery') or {}).get('mode') != \
                 'OBSERVE':
@@ -1266,7 +1272,7 @@ class Checker(object):
         for row in self.rows.values():
             if row.state not in IN_RECOVERY or \
                     self._flags.get(row.policy_id) or \
-                    row.policy_id not in self.policies:
+                    self._deleted(row.policy_id):
                 continue
             started = _time((row.recovery or {}).get('started_at')) or \
                 row.since

@@ -6,7 +6,9 @@ those of the explorer and the acting core of the time (the explorer has
 changed its schedule since, so they no longer replay the same run).
 """
 
+from heat_health.objects import policy as policy_object
 from tests.simulation import explore
+from tests.simulation import octavia_double
 
 GRACE = 20
 
@@ -539,3 +541,38 @@ def test_a_policy_deleted_gives_back_every_drained_member(make_world):
     w.octavia.slow_next(15)
     w.delete_policy()
     assert w.weights() == dict.fromkeys(w.weights(), 7)
+
+
+def test_a_policy_deleted_while_octavia_fails_gives_back_later(make_world):
+    """A member stayed at weight 0 for good after its policy's delete.
+
+    Octavia answered the delete's one undoing with a 503; the policy went
+    with its rows, the only record of that weight. Now the row is kept
+    with its policy, disabled and flagged deleted, and the owner gives
+    the weight back at a later pass, then deletes both. Explorer: seed
+    3226, 175 steps (``octavia load_balancer_show fails: 503`` at step
+    146, ``policy-0 deleted`` at 151, ``member 10.0.0.3 ... still not at
+    weight 8``).
+    """
+    w = make_world(engines=1, servers=2, pool=True, weight=8)
+    engine = w.engines[0]
+    engine.tick()
+    w.advance(GRACE + 1)
+    w.break_server(0, 'SHUTOFF')
+    w.advance(2)
+    engine.tick()
+    engine.recovery_pass()
+    engine.run_steps()
+    address = w.server(0).addresses[0]
+    assert w.weights()[address] == 0
+    w.octavia.faults.add('load_balancer_show', octavia_double.error(503),
+                         count=10)
+    w.delete_policy()
+    assert w.weights()[address] == 0
+    kept = policy_object.Policy.get(w.policies[0].id)
+    assert kept is not None and kept.deleted and not kept.enabled
+    w.octavia.faults.clear()
+    w.advance(10)
+    engine.tick()
+    assert w.weights()[address] == 8
+    assert policy_object.Policy.get(w.policies[0].id) is None

@@ -242,7 +242,11 @@ class Registry(object):
 
     def _refresh_all(self, policies, read=None):
         synced = set()
-        resolutions = self._resolve_each(policies)
+        deleted = [p for p in policies if p.deleted]
+        for policy in deleted:
+            self._undo_deleted(policy)
+        policies = [p for p in policies if not p.deleted]
+        resolutions = self._resolve_each(policies) if policies else {}
         for policy in policies:
             if self.on_progress is not None:
                 self.on_progress()
@@ -268,7 +272,24 @@ class Registry(object):
             self._set_error(policy, '; '.join(reasons)[:1024] or None)
         wanted = [p.id for p in policies
                   if read is None or p.id in read or p.id in synced]
-        return target_object.Target.get_all_by_policies(wanted)
+        found = target_object.Target.get_all_by_policies(wanted)
+        found.update((p.id, []) for p in deleted)
+        return found
+
+    def _undo_deleted(self, policy):
+        """A deleted policy kept for its leftovers: undo them, then go.
+
+        Its stack may be gone: it is not resolved, and nothing watches
+        its rows (held as a suspended stack's).
+        """
+        self._resolutions[policy.id] = HELD
+        try:
+            if leftovers.undo_deleted(self.undoer, policy):
+                LOG.info('Deleted policy %s: what its recovery left is '
+                         'undone', policy.id)
+        except Exception as error:
+            LOG.warning('Deleted policy %(p)s: its leftovers are tried '
+                        'again later: %(e)s', {'p': policy.id, 'e': error})
 
     def _resolve_each(self, policies):
         """{policy id: Resolution or the exception resolving it raised}.

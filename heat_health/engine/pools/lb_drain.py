@@ -405,7 +405,7 @@ class Drainer(object):
                 failed[key] = ex
         try:
             self._set_weights(stack_id, list(mine.values()), None,
-                              settle=False)
+                              settle=False, gone_ok=True)
         except Exception as ex:
             failed.update(dict.fromkeys(mine, ex))
         return failed
@@ -429,10 +429,13 @@ class Drainer(object):
                 mine[pool_id] = [address, weight]
         return mine
 
-    def _set_weights(self, stack_id, weights, waited, settle=True):
+    def _set_weights(self, stack_id, weights, waited, settle=True,
+                     gone_ok=False):
         """Send ``weights`` ([{pool id: [address, weight]}]), one batch a pool.
 
         Returns {(pool id, address): weight} of the members pools hold.
+        With ``gone_ok``, a pool Octavia no longer has (404) is skipped:
+        its members went with it, nothing is left to give back.
         """
         done = {}
         by_pool = {}
@@ -448,7 +451,13 @@ class Drainer(object):
             if spec is None:
                 continue
             pool = lb_members.PoolMembers(client, pool_id)
-            olds = self._set_weight(pool, spec, changes, waited, settle)
+            try:
+                olds = self._set_weight(pool, spec, changes, waited, settle)
+            except Exception as ex:
+                if not (gone_ok and getattr(ex, 'code', None) == 404):
+                    raise
+                LOG.info('Pool %s is gone: its members with it', pool_id)
+                continue
             done.update(((pool_id, address), changes[address])
                         for address in olds)
         return done
