@@ -1162,6 +1162,11 @@ class Checker(object):
             if row is not None and not self._holds(row, address):
                 # Its server was replaced: the member leaves with it.
                 continue
+            if row is None and self._left_by_a_replacement(address):
+                # Heat's replacement of its server failed and left it: no
+                # longer any policy's target, the failed server's member
+                # leaves with it at Heat's next update, owed nothing.
+                continue
             done = self._drain_over(policy.id, row)
             if done:
                 owed.add(('weight', policy.id, pool_id, address, weight,
@@ -1311,6 +1316,13 @@ class Checker(object):
         """Whether the row's server now is the one at ``address``."""
         server = self.w.nova.servers.get(row.server_id)
         return server is not None and address in server.addresses
+
+    def _left_by_a_replacement(self, address):
+        """Whether the server at ``address`` is one Heat replaced."""
+        replaced = {r.old for r in self.w.heat.replacements}
+        return any(address in server.addresses and server.id in replaced
+                   for server in self.w.nova.servers.values()
+                   if not server.deleted)
 
     def _row_at(self, address, policy_id, by_server):
         """The policy's row of the server at ``address`` (or replacing it).
