@@ -576,3 +576,73 @@ def test_a_policy_deleted_while_octavia_fails_gives_back_later(make_world):
     engine.tick()
     assert w.weights()[address] == 8
     assert policy_object.Policy.get(w.policies[0].id) is None
+
+
+def _check_failed(w):
+    """(stack id, name) of every resource CHECK_FAILED in Heat now."""
+    return sorted((stack.id, rsrc.name) for stack in w.heat.stacks.values()
+                  for rsrc in stack.resources.values()
+                  if rsrc.state == ('CHECK', 'FAILED'))
+
+
+def test_a_users_reset_clears_the_member_recovery_marked(make_world):
+    """A user's mark healthy left recovery's mark on the group member.
+
+    With ``replace: MEMBER`` RECREATE marks the member; the user's mark
+    healthy clears the server's resource and resets the target (NO_DATA),
+    and recovery's record of its mark waited for the server to be seen
+    healthy: a server that stayed unseen kept its member CHECK_FAILED for
+    the next stack update to replace. Explorer: seed 1257, 182 steps
+    (``user resets nested-p0-0/server`` at step 144, ``resource
+    nested-p0/0 (nested-p0-0) still CHECK_FAILED 6s after recovery
+    stopped intending to replace it: target 1 NO_DATA``).
+    """
+    w = make_world(engines=1, servers=3, pool=False, nested='members',
+                   policy={'recovery': {'actions': [{'name': 'RECREATE'}],
+                                        'replace': 'MEMBER'}})
+    engine = w.engines[0]
+    server_id = w.server_id(0)
+    _unhealthy(w, engine, how='ERROR')
+    engine.recovery_pass()
+    engine.run_steps()
+    member = [t.recovery['member'] for t in w.targets()
+              if t.server_id == server_id][0]
+    assert _check_failed(w) == [(member['stack_id'], member['name'])]
+    w.user_clears_mark(0)
+    w.user_resets_target(0)
+    engine.tick()
+    assert w.state(0) == 'NO_DATA'
+    engine.recovery_pass()
+    assert engine.steps == ['Unmark %s' % server_id]
+    engine.run_steps()
+    assert _check_failed(w) == []
+
+
+def test_no_update_for_a_mark_a_user_cleared(make_world):
+    """Recovery asked for a stack update after a user cleared its mark.
+
+    The user's mark healthy clears CHECK_FAILED, then resets the target;
+    a ReplaceMarked between the two asked for an update that replaced
+    nothing. The attempt now fails instead, and the user's reset follows.
+    Explorer: seed 4203, 84 steps (``user resets nested-p0/1: mark
+    cleared, rows not yet`` at step 78, ``engine-0 runs ReplaceMarked
+    srv-0002`` at 84: ``stack update by recovery of nested-p0 replaces
+    nothing``).
+    """
+    w = make_world(engines=1, servers=3, pool=False,
+                   policy={'recovery': {'actions': [{'name': 'RECREATE'}]}})
+    engine = w.engines[0]
+    server_id = w.server_id(0)
+    _unhealthy(w, engine, how='ERROR')
+    engine.recovery_pass()
+    engine.run_steps()
+    assert _check_failed(w) == [w.places()[0]]
+    w.user_clears_mark(0)
+    engine.recovery_pass()
+    assert engine.steps == ['ReplaceMarked %s' % server_id]
+    engine.run_steps()
+    assert [u for u in w.heat.updates if u.kind == 'recovery'] == []
+    assert w.state(0) == 'UNHEALTHY'
+    w.user_resets_target(0)
+    assert w.state(0) == 'NO_DATA'
+    assert _check_failed(w) == []

@@ -897,12 +897,13 @@ class AttemptStages(object):
         self.timeline.lb_event(policy, target, 'RESTORED', reason)
 
     def _unmark(self, policy, target, step):
-        """Clear the CHECK_FAILED of a server healthy again, or given up."""
+        """Clear the CHECK_FAILED of a server healed, given up on or reset."""
         recovery = dict(target.recovery or {})
         server_id = recovery.pop('marked_failed')
-        reason = 'heat-health: server %s is %s' % (
-            server_id, 'given up on' if target.state == states.GAVE_UP
-            else 'healthy again')
+        reason = 'heat-health: server %s is %s' % (server_id, {
+            states.GAVE_UP: 'given up on',
+            states.NO_DATA: 'marked healthy by a user'}.get(
+                target.state, 'healthy again'))
         cleared = self.replacer.clear_mark(target.stack_id,
                                            target.resource_name, server_id,
                                            reason)

@@ -58,6 +58,10 @@ MARKED = 'marked'
 _ABANDONABLE = _MARKING | {MARKED}
 # States in which what a recovery left is undone: over, healed, or meant.
 _UNDONE_IN = frozenset([states.HEALTHY, states.SUPPRESSED])
+# States in which recovery's CHECK_FAILED is cleared: those, given up, or
+# reset by a user (NO_DATA), whose reset ends the recovery: left marked,
+# the next update of its stack would replace the server anyway.
+_UNMARKED_IN = _UNDONE_IN | {states.GAVE_UP, states.NO_DATA}
 
 Plan = collections.namedtuple('Plan', ['brake', 'steps'])
 
@@ -159,10 +163,8 @@ def _undo(target, observing=False):
                                               states.NO_DATA}) and (
             recovery.get('drained') and not recovery.get('restored')):
         return Restore(target)
-    if (over or target.state in _UNDONE_IN | {states.GAVE_UP}) and (
+    if (over or target.state in _UNMARKED_IN) and (
             recovery.get('marked_failed')):
-        # Given up, no CHECK_FAILED of an earlier RECREATE stays either:
-        # any stack update would replace the server.
         return Unmark(target)
     return None
 
@@ -262,9 +264,10 @@ def _mark_left(target):
 
     Heat replaces every resource marked in the stack it updates: the
     update of the others waits until the mark of a recovery abandoned
-    (its server healthy again) or given up is cleared (``Unmark``).
+    (its server healthy again), given up or reset by a user is cleared
+    (``Unmark``).
     """
-    return bool(target.state in _UNDONE_IN | {states.GAVE_UP} and
+    return bool(target.state in _UNMARKED_IN and
                 (target.recovery or {}).get('marked_failed'))
 
 

@@ -324,7 +324,9 @@ class RecreateStages(object):
 
         Targets are grouped by the stack whose update replaces them
         (heat_replace.stack_to_update); a group whose stack is still
-        updating waits for the next pass. Each target stores ``updating``
+        updating waits for the next pass. A target whose mark was cleared
+        since fails rather than ask for an update that replaces nothing.
+        Each target stores ``updating``
         (fenced) before heat-engine is asked; one whose write failed
         waits for the next update.
         """
@@ -349,11 +351,22 @@ class RecreateStages(object):
                     # Another update (a user's) replaced it meanwhile:
                     # the registry's next sync verifies the new server.
                     continue
+                resource = self.replacer.resource(*marked_place(target))
                 stack_id = self.replacer.stack_to_update(
                     policy.stack_id, *marked_place(target))
             except Exception as e:
                 self._failed(policy, target, 'heat-engine did not update '
                              'the stack: %s' % e)
+                continue
+            if (resource.action, resource.status) != ('CHECK', 'FAILED'):
+                # Its mark was cleared since (a user's mark healthy, whose
+                # reset of our row follows): an update would replace
+                # nothing of it.
+                self._failed(policy, target, 'the %s is %s_%s, no longer '
+                             'marked: not replaced' % (
+                                 'member' if recovery.get('member')
+                                 else 'resource', resource.action,
+                                 resource.status))
                 continue
             if recovery.get('updates', 0) >= MAX_UPDATES:
                 self._failed(policy, target, 'the update was superseded '
