@@ -646,3 +646,35 @@ def test_no_update_for_a_mark_a_user_cleared(make_world):
     w.user_resets_target(0)
     assert w.state(0) == 'NO_DATA'
     assert _check_failed(w) == []
+
+
+def test_a_refused_delete_of_a_server_on_a_host_down_is_not_sent_again(
+        make_world):
+    """A server on a host forced down is fenced by a delete, refused.
+
+    Nova refuses to delete a locked server (409). Its fence was already
+    a delete, yet with node_force_recreate the refusal was taken for a
+    stop Nova would not do, and the same delete was sent again at once:
+    two Nova actions in one attempt, both refused. Now the RECREATE
+    fails at the first refusal, saying why. Explorer: seed 4245, 169
+    steps (``server srv-0001 locked`` at step 120, ``host compute1
+    forced down`` at 135, ``engine-2 runs Start srv-0001`` at 169).
+    """
+    w = make_world(engines=1, servers=2, pool=False, policy={'recovery': {
+        'actions': [{'name': 'RECREATE'}], 'node_force_recreate': True}})
+    engine = w.engines[0]
+    engine.tick()
+    w.advance(GRACE + 1)
+    old = w.server_id(0)
+    w.lock_server(0)
+    w.host_forced_down(w.host_of(0))
+    w.advance(2)
+    engine.tick()
+    engine.recovery_pass()
+    engine.run_steps()
+    assert [a.action for a in w.nova.refused
+            if a.actor == 'recovery' and a.server_id == old] == ['delete']
+    assert w.state(0) == 'UNHEALTHY'
+    rows = w.db.real['event_get_recent']([w.policies[0].id], limit=50)
+    assert any('Nova refused to delete server %s' % old in r.reason and
+               r.reason.endswith('; not fenced') for r in rows)

@@ -242,7 +242,9 @@ class RecreateStages(object):
         the policy's fencing: its host is fenced, so nothing runs it, and
         Nova deletes it at once (its compute is down). Heat, finding it
         gone, gives the new server new ports; it would otherwise wait for
-        the dead host to detach the old ones, and fail the update.
+        the dead host to detach the old ones, and fail the update. That
+        delete is node_force_recreate's own: refused, or not done within
+        node_delete_timeout, it is not sent again; the RECREATE fails.
         """
         spec = policy.spec.recovery
         host = recovery.get('host_down')
@@ -281,16 +283,19 @@ class RecreateStages(object):
             return self._store_stage(target, recovery, 'fenced: server %s '
                                      'is %s' % (old, fenced))
         if refused is not None and not found.task_state:
-            why = 'Nova refused to stop server %s (%s): %s' % (
-                old, found.status, refused)
+            why = 'Nova refused to %s server %s (%s): %s' % (
+                'delete' if host else 'stop', old, found.status, refused)
         else:
             started = planner.parse_time(recovery.get('fence_started_at'))
             if now < (started or now) + datetime.timedelta(
                     seconds=spec.node_delete_timeout):
                 return False
-            why = 'server %s did not stop within %ss' % (
-                old, spec.node_delete_timeout)
-        if not spec.node_force_recreate or recovery.get('force_deleted'):
+            why = 'server %s did not %s within %ss' % (
+                old, 'go' if host else 'stop', spec.node_delete_timeout)
+        if (not spec.node_force_recreate or recovery.get('force_deleted') or
+                host):
+            # A server on a host forced down was fenced by the delete
+            # node_force_recreate would send: never sent twice.
             self._failed(policy, target, '%s; not fenced' % why)
             return False
         self._force_delete(policy, target, recovery, old, nova, why)
