@@ -5,8 +5,10 @@ Each test scripts a world in which an effect rests on no fresh evidence
 seeded explorer can find such effects too.
 """
 
+from heat_health.policy import spec as policy_spec
 from tests.simulation import invariants
 from tests.simulation import truth
+from tests.simulation import world as world_mod
 from tests.unit.test_simulation_findings import _unhealthy
 from tests.unit.test_simulation_findings import GRACE
 
@@ -20,6 +22,15 @@ def _step(checker, engine, op, do):
 
 def test_the_bound_is_two_intervals_and_ten_seconds_by_default():
     assert truth.evidence_seconds({'detection': {'interval': 5}}) == 20
+
+
+def test_a_poll_url_adds_its_longest_check_as_the_readme_says():
+    """The checker holds the product to its documented bound, no other."""
+    spec = {'detection': {'interval': 5,
+                          'detection_modes': [world_mod.URL_MODE]}}
+    bound = truth.evidence_seconds(spec)
+    assert bound > 20
+    assert bound == policy_spec.PolicySpec.parse(spec).evidence_seconds
 
 
 def test_an_action_on_a_server_healed_while_paused_is_found(make_world):
