@@ -953,13 +953,16 @@ class Checker(object):
         Also a RECREATE's whose group member Heat replaces whole: its
         server moves to another stack, its row follows (attempts, history
         and what the recovery left to undo with it). Unless its policy
-        was deleted or given other targets: what the recovery left then is
-        judged by the liveness checks.
+        was deleted (also one kept deleted for what other rows still owe)
+        or given other targets: what the recovery left then is judged by
+        the liveness checks.
         """
         return ['target %d (%s) removed during its recovery' % (
             key, state) for key, (state, _recovery) in before.items()
             if state in IN_RECOVERY and key not in self.rows and
-            self._owners.get(key) not in self._retargeted]
+            self._owners.get(key) not in self._retargeted and
+            not (self._owners.get(key) is not None and
+                 self._deleted(self._owners[key]))]
 
     def _check_restores(self, batches):
         """A replaced server's drained member never regains weight.
