@@ -1201,7 +1201,10 @@ class Checker(object):
             passes, since = self._owed.setdefault(
                 key, (self._passes.get(key[1], 0), now))
             deleted = self._deleted(key[1])
-            if ((deleted or self._passes.get(key[1], 0) - passes >=
+            # A policy gone with its rows can give nothing back any more;
+            # one kept deleted is undone by its owner's passes, as any.
+            gone = key[1] not in self.policies
+            if ((gone or self._passes.get(key[1], 0) - passes >=
                  BOUND_PASSES) and
                     now - since >= datetime.timedelta(
                         seconds=DELETED_SECONDS if deleted
