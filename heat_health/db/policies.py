@@ -27,6 +27,12 @@ def policy_create_or_update(values, grace_seconds=0):
         else:
             if values.get('enabled') and not policy.enabled:
                 targets.grace_targets(session, policy.id, grace_seconds)
+            if is_deleted(policy):
+                # Kept deleted for its leftovers, now registered again: a
+                # new policy, with no brake of the old one, told apart by
+                # its creation (its rows keep what is still to undo).
+                policy.created_at = timeutils.utcnow()
+                policy.braked = policy.braked_since = None
             for key, value in values.items():
                 setattr(policy, key, value)
         session.flush()

@@ -678,3 +678,17 @@ def test_a_refused_delete_of_a_server_on_a_host_down_is_not_sent_again(
     rows = w.db.real['event_get_recent']([w.policies[0].id], limit=50)
     assert any('Nova refused to delete server %s' % old in r.reason and
                r.reason.endswith('; not fenced') for r in rows)
+
+
+def test_a_policy_kept_deleted_then_registered_again_drops_its_brake():
+    """A policy kept deleted for its leftovers, then registered again.
+
+    It came back live with the brake it had stored before its delete,
+    and kept its row's creation, so its owner took it for the same policy
+    and never stored the brake its servers now called for (none).
+    Replayed by its seed: the delete that Octavia's failure turns into a
+    kept policy, and the switch that registers it again, are the
+    explorer's.
+    """
+    result = explore.explore(4900, 160)
+    assert result.violation is None, '\n'.join(result.trace[-15:])
