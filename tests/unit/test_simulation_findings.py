@@ -445,11 +445,7 @@ def test_no_action_on_evidence_from_before_another_policys(make_world):
                    policy={'recovery': {'actions': [
                        {'name': 'REBOOT', 'params': {'type': 'HARD'}}]}})
     engine = w.engines[0]
-    engine.tick()
-    w.advance(GRACE + 1)
-    w.break_server(0, 'SHUTOFF')
-    w.advance(2)
-    engine.tick()
+    _unhealthy(w, engine)
     engine.recovery_pass()
     assert engine.steps == ['Start %s' % w.server_id(0)] * 2
     engine.run_step(1)              # policy-shared's
@@ -556,11 +552,7 @@ def test_a_policy_deleted_while_octavia_fails_gives_back_later(make_world):
     """
     w = make_world(engines=1, servers=2, pool=True, weight=8)
     engine = w.engines[0]
-    engine.tick()
-    w.advance(GRACE + 1)
-    w.break_server(0, 'SHUTOFF')
-    w.advance(2)
-    engine.tick()
+    _unhealthy(w, engine)
     engine.recovery_pass()
     engine.run_steps()
     address = w.server(0).addresses[0]
